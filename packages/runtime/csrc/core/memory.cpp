@@ -1,0 +1,298 @@
+#include "openreg/core/memory.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "openreg/core/device.h"
+#include "openreg/core/error.h"
+
+namespace openreg {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kSmallBlock = 1 << 20;
+
+// Every segment of every device, for pointer lookups and strict mode's
+// protection counts.
+struct Segment {
+  std::size_t size;
+  int device;
+  int access;  // kernels currently using it (strict mode)
+};
+std::mutex g_segments_mu;
+std::map<std::uintptr_t, Segment> g_segments;
+
+std::map<std::uintptr_t, Segment>::iterator find_segment(std::uintptr_t p) {
+  auto it = g_segments.upper_bound(p);
+  if (it == g_segments.begin()) return g_segments.end();
+  --it;
+  return p < it->first + it->second.size ? it : g_segments.end();
+}
+
+std::string human(std::size_t bytes) {
+  char buf[32];
+  if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
+  else if (bytes >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / double(1ull << 20));
+  else std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  return buf;
+}
+
+int pool_of(std::size_t size) { return size <= kSmallBlock ? 1 : 2; }
+
+void bump(StatArray& s, std::size_t size, int64_t n) {
+  for (int i : {0, pool_of(size)}) n >= 0 ? s[i].increase(n) : s[i].decrease(-n);
+}
+
+}  // namespace
+
+void Stat::increase(int64_t n) {
+  current += n;
+  allocated += n;
+  peak = std::max(peak, current);
+}
+
+void Stat::decrease(int64_t n) {
+  current -= n;
+  freed += n;
+}
+
+std::size_t round_size(std::size_t nbytes) { return std::max(kPage, (nbytes + kPage - 1) / kPage * kPage); }
+
+int device_of(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_segments_mu);
+  auto it = find_segment(reinterpret_cast<std::uintptr_t>(ptr));
+  return it == g_segments.end() ? -1 : it->second.device;
+}
+
+DeviceMemory& device_memory(int device) {
+  check_device(device);
+  static auto* memories = [] {
+    auto* v = new std::vector<std::unique_ptr<DeviceMemory>>();
+    for (int i = 0; i < device_count(); ++i) v->push_back(std::make_unique<DeviceMemory>(i));
+    return v;
+  }();
+  return *(*memories)[device];
+}
+
+std::size_t DeviceMemory::capacity() const { return config().memory_bytes; }
+
+std::size_t DeviceMemory::reserved() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_.reserved_bytes[0].current;
+}
+
+void* DeviceMemory::map_segment(std::size_t size) {
+  int prot = config().strict ? PROT_NONE : (PROT_READ | PROT_WRITE);
+  void* p = mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (size >= (2u << 20)) madvise(p, size, MADV_HUGEPAGE);
+  {
+    std::lock_guard<std::mutex> lock(g_segments_mu);
+    g_segments[reinterpret_cast<std::uintptr_t>(p)] = Segment{size, device_, 0};
+  }
+  mark_initialized();
+  return p;
+}
+
+void DeviceMemory::unmap_segment(void* ptr, std::size_t size) {
+  {
+    std::lock_guard<std::mutex> lock(g_segments_mu);
+    g_segments.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  }
+  munmap(ptr, size);
+}
+
+void DeviceMemory::count_alloc(const Block& b, bool add) {
+  int64_t sign = add ? 1 : -1;
+  bump(stats_.allocation, b.size, sign);
+  bump(stats_.active, b.size, sign);
+  bump(stats_.allocated_bytes, b.size, sign * int64_t(b.size));
+  bump(stats_.active_bytes, b.size, sign * int64_t(b.size));
+  bump(stats_.requested_bytes, b.size, sign * int64_t(b.requested));
+}
+
+void DeviceMemory::process_pending() {
+  auto done = std::partition(pending_.begin(), pending_.end(), [](const std::unique_ptr<Block>& b) {
+    return !std::all_of(b->pending.begin(), b->pending.end(), [](const Event& e) { return e.query(); });
+  });
+  for (auto it = done; it != pending_.end(); ++it) {
+    Block& b = **it;
+    b.pending.clear();
+    b.other_streams = 0;
+    bump(stats_.active, b.size, -1);
+    bump(stats_.active_bytes, b.size, -int64_t(b.size));
+    std::size_t size = b.size;
+    cached_[b.stream].emplace(size, std::move(*it));
+  }
+  pending_.erase(done, pending_.end());
+}
+
+void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, int stream) {
+  auto pool = cached_.find(stream);
+  if (pool == cached_.end()) return nullptr;
+  // Best fit, but never more than a quarter larger: a small tensor must not
+  // pin a large block.
+  auto it = pool->second.lower_bound(size);
+  if (it == pool->second.end() || it->first > size + size / 4) return nullptr;
+  std::unique_ptr<Block> b = std::move(it->second);
+  pool->second.erase(it);
+  b->requested = requested;
+  count_alloc(*b, true);
+  void* p = b->ptr;
+  live_.emplace(p, std::move(b));
+  return p;
+}
+
+void DeviceMemory::release_cached() {
+  for (auto& [stream, pool] : cached_) {
+    for (auto& [size, b] : pool) {
+      unmap_segment(b->ptr, b->size);
+      bump(stats_.segment, b->size, -1);
+      bump(stats_.reserved_bytes, b->size, -int64_t(b->size));
+      ++stats_.num_device_free;
+    }
+    pool.clear();
+  }
+}
+
+void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
+  check_not_forked();
+  const std::size_t size = round_size(nbytes);
+  for (int attempt = 0;; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      process_pending();
+      if (void* p = take_cached(size, nbytes, stream)) return p;
+      // Cached blocks may still be used by queued work until the device has
+      // drained, so the cache is released only on the retry.
+      if (attempt > 0) release_cached();
+      if (stats_.reserved_bytes[0].current + size <= capacity()) {
+        void* p = map_segment(size);
+        if (p != nullptr) {
+          auto b = std::make_unique<Block>(Block{p, size, nbytes, stream, 0, {}});
+          bump(stats_.segment, size, 1);
+          bump(stats_.reserved_bytes, size, int64_t(size));
+          ++stats_.num_device_alloc;
+          count_alloc(*b, true);
+          live_.emplace(p, std::move(b));
+          return p;
+        }
+      }
+      if (attempt > 0) {
+        ++stats_.num_ooms;
+        throw OutOfMemory("openreg:" + std::to_string(device_) + " is out of memory: tried to allocate " +
+                          human(nbytes) + "; " + human(stats_.allocated_bytes[0].current) + " is allocated by tensors and " +
+                          human(stats_.reserved_bytes[0].current) + " reserved in total, of a capacity of " +
+                          human(capacity()) +
+                          ". Free some tensors, or raise the capacity with OPENREG_DEVICE_MEMORY (e.g. 16GiB).");
+      }
+      ++stats_.num_alloc_retries;
+      ++stats_.num_sync_all_streams;
+    }
+    // Blocks freed while work is still queued may be in use by it: let the
+    // device drain (without holding the lock, since tasks free memory) before
+    // releasing them.
+    synchronize_device(device_);
+  }
+}
+
+void DeviceMemory::free(void* ptr) {
+  if (ptr == nullptr || in_bad_fork()) return;  // a forked child only leaks
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return;
+  std::unique_ptr<Block> b = std::move(it->second);
+  live_.erase(it);
+  bump(stats_.allocation, b->size, -1);
+  bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
+  bump(stats_.requested_bytes, b->size, -int64_t(b->requested));
+  if (b->other_streams != 0) {
+    for (int s = 0; s <= kPoolSize; ++s) {
+      if (b->other_streams & (1ull << s)) {
+        Event e;
+        e.record(get_stream(device_, s));
+        b->pending.push_back(std::move(e));
+      }
+    }
+    pending_.push_back(std::move(b));  // still active until the events pass
+    return;
+  }
+  bump(stats_.active, b->size, -1);
+  bump(stats_.active_bytes, b->size, -int64_t(b->size));
+  std::size_t size = b->size;
+  int stream = b->stream;
+  cached_[stream].emplace(size, std::move(b));
+}
+
+void DeviceMemory::record_stream(void* ptr, int stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) {
+    throw Error("record_stream: the pointer is not the start of a live openreg allocation on openreg:" +
+                std::to_string(device_));
+  }
+  if (stream != it->second->stream) it->second->other_streams |= 1ull << stream;
+}
+
+void DeviceMemory::empty_cache() {
+  synchronize_device(device_);
+  std::lock_guard<std::mutex> lock(mu_);
+  process_pending();
+  release_cached();
+}
+
+MemoryStats DeviceMemory::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void DeviceMemory::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.allocated_bytes,
+                       &stats_.reserved_bytes, &stats_.active_bytes, &stats_.requested_bytes}) {
+    for (Stat& s : *a) s.peak = s.current;
+  }
+}
+
+void DeviceMemory::reset_accumulated() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.allocated_bytes,
+                       &stats_.reserved_bytes, &stats_.active_bytes, &stats_.requested_bytes}) {
+    for (Stat& s : *a) s.allocated = s.freed = 0;
+  }
+  stats_.num_alloc_retries = stats_.num_ooms = stats_.num_sync_all_streams = 0;
+  stats_.num_device_alloc = stats_.num_device_free = 0;
+}
+
+HostAccess::HostAccess(std::initializer_list<const void*> ptrs)
+    : HostAccess(std::vector<const void*>(ptrs)) {}
+
+HostAccess::HostAccess(const std::vector<const void*>& ptrs) {
+  if (!config().strict) return;
+  std::lock_guard<std::mutex> lock(g_segments_mu);
+  for (const void* p : ptrs) {
+    auto it = find_segment(reinterpret_cast<std::uintptr_t>(p));
+    if (it == g_segments.end()) continue;  // host memory
+    if (it->second.access++ == 0) {
+      mprotect(reinterpret_cast<void*>(it->first), it->second.size, PROT_READ | PROT_WRITE);
+    }
+    segments_.push_back(it->first);
+  }
+}
+
+HostAccess::~HostAccess() {
+  if (segments_.empty()) return;
+  std::lock_guard<std::mutex> lock(g_segments_mu);
+  for (std::uintptr_t base : segments_) {
+    auto it = g_segments.find(base);
+    if (it != g_segments.end() && --it->second.access == 0) {
+      mprotect(reinterpret_cast<void*>(base), it->second.size, PROT_NONE);
+    }
+  }
+}
+
+}  // namespace openreg

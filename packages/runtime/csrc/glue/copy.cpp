@@ -1,0 +1,82 @@
+// Copies between the host and openreg devices and between openreg devices.
+// All of them are tasks on a stream, so they are ordered with kernels; a copy
+// to or from pageable host memory waits for itself, one to or from pinned
+// memory with non_blocking=True does not (as on CUDA).
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "openreg/glue/allocator.h"
+#include "openreg/glue/launch.h"
+
+namespace openreg::glue {
+namespace {
+
+bool stays_async(const at::Tensor& host, bool non_blocking) {
+  return non_blocking && is_pinned(host.storage().data());
+}
+
+// Makes `waiter` (current stream of its device) wait for the work queued so
+// far on the current stream of `device`.
+void order_after(c10::DeviceIndex waiter, c10::DeviceIndex device) {
+  Event e;
+  checked([&] {
+    e.record(openreg::current_stream(device));
+    e.block(openreg::current_stream(waiter));
+  });
+}
+
+void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
+  // The copy runs on the source device's stream after the destination's
+  // pending work; the destination's stream then waits for the copy.
+  const auto from = src.device().index(), to = dst.device().index();
+  order_after(from, to);
+  HostView s = HostView::of(src), d = HostView::of(dst);
+  launch(from, "copy (openreg to openreg)", {s.data, d.data}, [s, d] { d.tensor().copy_(s.tensor()); });
+  order_after(to, from);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(), "copy_: cannot copy a tensor of shape ",
+              self.sizes(), " into one of shape ", dst.sizes());
+  if (dst.numel() == 0) return dst;
+  if (self.is_cpu()) {
+    const auto device = dst.device().index();
+    HostView d = HostView::of(dst);
+    uint64_t seq = launch(device, "copy (host to openreg)", {d.data}, [d, src = self] { d.tensor().copy_(src); });
+    if (!stays_async(self, non_blocking)) wait(device, seq);
+  } else if (dst.is_cpu()) {
+    const auto device = self.device().index();
+    HostView s = HostView::of(self);
+    uint64_t seq = launch(device, "copy (openreg to host)", {s.data}, [s, dst] { dst.copy_(s.tensor()); });
+    if (!stays_async(dst, non_blocking)) wait(device, seq);
+  } else if (self.device() == dst.device()) {
+    HostView s = HostView::of(self), d = HostView::of(dst);
+    launch(dst.device().index(), "copy (openreg)", {s.data, d.data}, [s, d] { d.tensor().copy_(s.tensor()); });
+  } else {
+    copy_between_devices(self, dst);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+  copy_from(self, host, false);
+  return at::_local_scalar_dense(host);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", &copy_from);
+  m.impl("_copy_from_and_resize", &copy_from_and_resize);
+  m.impl("_local_scalar_dense", &local_scalar_dense);
+}
+
+}  // namespace openreg::glue

@@ -1,0 +1,95 @@
+// The PrivateUse1 device guard: device and stream switching, and events, for
+// c10::DeviceGuard, torch.Stream, torch.Event and torch.accelerator.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "openreg/core/device.h"
+#include "openreg/core/stream.h"
+#include "openreg/glue/allocator.h"
+#include "openreg/glue/launch.h"
+
+namespace openreg::glue {
+namespace {
+
+constexpr auto kType = c10::DeviceType::PrivateUse1;
+
+c10::Stream make_stream(c10::DeviceIndex device, int id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, device), id);
+}
+
+Event* as_event(void* e) { return static_cast<Event*>(e); }
+
+struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kType; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    int previous = checked([&] { return exchange_device(d.index()); });
+    return c10::Device(kType, static_cast<c10::DeviceIndex>(previous));
+  }
+  c10::Device getDevice() const override { return c10::Device(kType, static_cast<c10::DeviceIndex>(current_device())); }
+  void setDevice(c10::Device d) const override { checked([&] { set_device(d.index()); }); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try {
+      set_device(d.index());
+    } catch (...) {
+    }
+  }
+
+  c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(d.index(), 0); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool = false) const override {
+    return make_stream(d.index(), checked([&] { return next_pool_stream(d.index()); }));
+  }
+  c10::Stream getNewStream(c10::Device d, int = 0) const override { return getStreamFromGlobalPool(d); }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    c10::Stream previous = current_stream(s.device_index());
+    checked([&] { set_current_stream(s.device_index(), static_cast<int>(s.id())); });
+    return previous;
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    try {
+      return static_cast<c10::DeviceIndex>(device_count());
+    } catch (...) {
+      return 0;  // a bad OPENREG_DEVICE_COUNT is reported by the Python layer
+    }
+  }
+
+  // PYTORCH_DEFAULT events do no timing, like CUDA's cudaEventDisableTiming.
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device == -1 || device == stream.device_index(), "Event on openreg:", device,
+                " cannot be recorded on a stream of openreg:", stream.device_index());
+    if (*event == nullptr) *event = new Event(flag == c10::EventFlag::BACKEND_DEFAULT);
+    checked([&] { as_event(*event)->record(core_stream(stream)); });
+  }
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event != nullptr) checked([&] { as_event(event)->block(core_stream(stream)); });
+  }
+  bool queryEvent(void* event) const override { return event == nullptr || as_event(event)->query(); }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete as_event(event); }
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) checked([&] { as_event(event)->synchronize(); });
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start != nullptr && end != nullptr,
+                "elapsed_time needs both events to be recorded first: call event.record() on each");
+    return checked([&] { return as_event(start)->elapsed_ms(*as_event(end)); });
+  }
+
+  bool queryStream(const c10::Stream& stream) const override { return core_stream(stream).query(); }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    checked([&] { core_stream(stream).synchronize(); });
+  }
+  void synchronizeDevice(const c10::DeviceIndex device) const override {
+    checked([&] { synchronize_device(device); });
+  }
+  void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
+    device_allocator()->recordStream(ptr, stream);
+  }
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
+
+}  // namespace openreg::glue

@@ -1,0 +1,103 @@
+// Tensor creation, fills and metadata-only ops (views, resize_, set_) on
+// openreg. Views share device memory; nothing here copies data.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "openreg/glue/allocator.h"
+#include "openreg/glue/launch.h"
+
+namespace openreg::glue {
+namespace {
+
+const c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+
+// Factories allocate on the current device; an explicit index switches to it.
+std::optional<c10::Device> indexed(std::optional<c10::Device> device) {
+  return device && device->has_index() ? device : std::nullopt;
+}
+
+at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                 std::optional<c10::Device> device, std::optional<bool>,
+                 std::optional<c10::MemoryFormat> memory_format) {
+  c10::OptionalDeviceGuard guard(indexed(device));
+  return at::detail::empty_generic(size, device_allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  c10::OptionalDeviceGuard guard(indexed(device));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  HostView v = HostView::of(self);
+  launch(self.device().index(), "fill_", {v.data}, [v, value] { v.tensor().fill_(value); });
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimension value tensor, but got one with ", value.dim(),
+              " dimensions");
+  if (value.is_cpu()) return fill_scalar(self, value.item());
+  TORCH_CHECK(value.device() == self.device(), "fill_: the value is on ", value.device(), " but the tensor is on ",
+              self.device(), "; move one of them first");
+  if (self.numel() == 0) return self;
+  HostView v = HostView::of(self), s = HostView::of(value);
+  launch(self.device().index(), "fill_", {v.data, s.data}, [v, s] { v.tensor().fill_(s.tensor()); });
+  return self;
+}
+
+at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
+
+const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  auto size = C10_AS_INTARRAYREF_SLOW(sym_size);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  const size_t nbytes = at::detail::computeStorageNbytesContiguous(size, impl->dtype().itemsize(),
+                                                                   impl->storage_offset());
+  if (nbytes > impl->storage().nbytes()) {
+    c10::DeviceGuard guard(self.device());
+    at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(nbytes));
+  }
+  if (memory_format) impl->empty_tensor_restride(*memory_format);
+  return self;
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
+  return self.set_(storage, 0, {0}, {});
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset, c10::SymIntArrayRef size,
+                        c10::SymIntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, std::move(source), offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
+                                      C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", &empty);
+  m.impl("empty_strided", &empty_strided);
+  m.impl("fill_.Scalar", &fill_scalar);
+  m.impl("fill_.Tensor", &fill_tensor);
+  m.impl("zero_", &zero);
+  m.impl("view", &at::native::view);
+  m.impl("as_strided", &at::native::as_strided_tensorimpl);
+  m.impl("_reshape_alias", &at::native::_reshape_alias);
+  m.impl("resize_", &resize);
+  m.impl("set_", &set_empty);
+  m.impl("set_.source_Storage", &at::native::set_);
+  m.impl("set_.source_Storage_storage_offset", &set_storage);
+  m.impl("set_.source_Tensor", &at::native::set_tensor_);
+}
+
+}  // namespace openreg::glue

@@ -1,0 +1,109 @@
+// openreg_runtime._C: what the Python device module (torch.openreg) needs
+// beyond the generic torch.Stream/torch.Event/torch.accelerator APIs.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include <chrono>
+#include <thread>
+
+#include "openreg/core/device.h"
+#include "openreg/core/memory.h"
+#include "openreg/core/stream.h"
+#include "openreg/glue/allocator.h"
+#include "openreg/glue/generator.h"
+#include "openreg/glue/launch.h"
+
+namespace py = pybind11;
+using namespace openreg;
+
+namespace {
+
+py::dict stat_dict(const c10::CachingAllocator::StatArray& a) {
+  static const char* pools[] = {"all", "small_pool", "large_pool"};
+  py::dict out;
+  for (int i = 0; i < 3; ++i) {
+    py::dict s;
+    s["current"] = a[i].current;
+    s["peak"] = a[i].peak;
+    s["allocated"] = a[i].allocated;
+    s["freed"] = a[i].freed;
+    out[pools[i]] = s;
+  }
+  return out;
+}
+
+py::dict memory_stats(int device) {
+  auto s = glue::device_stats(static_cast<c10::DeviceIndex>(device));
+  py::dict out;
+  out["allocation"] = stat_dict(s.allocation);
+  out["segment"] = stat_dict(s.segment);
+  out["active"] = stat_dict(s.active);
+  out["allocated_bytes"] = stat_dict(s.allocated_bytes);
+  out["reserved_bytes"] = stat_dict(s.reserved_bytes);
+  out["active_bytes"] = stat_dict(s.active_bytes);
+  out["requested_bytes"] = stat_dict(s.requested_bytes);
+  out["inactive_split"] = stat_dict(s.inactive_split);
+  out["inactive_split_bytes"] = stat_dict(s.inactive_split_bytes);
+  out["num_alloc_retries"] = s.num_alloc_retries;
+  out["num_ooms"] = s.num_ooms;
+  out["num_sync_all_streams"] = s.num_sync_all_streams;
+  out["num_device_alloc"] = s.num_device_alloc;
+  out["num_device_free"] = s.num_device_free;
+  return out;
+}
+
+template <typename F>
+auto unlocked(F&& f) {
+  py::gil_scoped_release no_gil;
+  return glue::checked(std::forward<F>(f));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.attr("DEVICE_TYPE") = static_cast<int>(c10::DeviceType::PrivateUse1);  // what torch.Stream takes
+  m.def("config", [] {
+    const Config& c = glue::checked([]() -> const Config& { return config(); });
+    py::dict d;
+    d["device_count"] = c.device_count;
+    d["memory_bytes"] = c.memory_bytes;
+    d["launch_blocking"] = c.launch_blocking;
+    d["strict"] = c.strict;
+    return d;
+  });
+  m.def("device_count", [] { return glue::checked([] { return device_count(); }); });
+  m.def("current_device", [] { return current_device(); });
+  m.def("set_device", [](int d) { glue::checked([&] { set_device(d); }); });
+  m.def("current_stream", [](int d) { return glue::checked([&] { return current_stream(d).id(); }); });
+  m.def("set_stream", [](int d, int id) { glue::checked([&] { set_current_stream(d, id); }); });
+  m.def("is_initialized", &is_initialized);
+  m.def("in_bad_fork", &in_bad_fork);
+  m.def("synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },
+        "Waits for every stream of `device` (all devices if negative).");
+
+  m.def("memory_stats", &memory_stats);
+  m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });
+  m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });
+  m.def("empty_cache", [](int d) { unlocked([&] { device_memory(d).empty_cache(); }); });
+  m.def("mem_get_info", [](int d) { return glue::device_allocator()->getMemoryInfo(d); });
+
+  m.def("default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(glue::default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+
+  // Device-side work for tests and examples, like torch.cuda._sleep: a task
+  // that keeps the stream busy, and one that fails.
+  m.def("_sleep", [](int64_t ms) {
+    int d = current_device();
+    glue::checked([&] {
+      current_stream(d).launch("sleep", [ms] { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
+    });
+  });
+  m.def("_fail", [](std::string message) {
+    int d = current_device();
+    glue::checked([&] {
+      current_stream(d).launch("injected failure", [message] { throw Error(message); });
+    });
+  });
+}

@@ -1,0 +1,86 @@
+"""Streams and events: thin subclasses of torch.Stream and torch.Event, whose
+work the device guard in the C++ glue does."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _C
+from ._devices import _DeviceLike, _index, _lazy_init
+
+_TYPE = "openreg"
+
+
+class Stream(torch.Stream):
+    """An openreg stream: work on it runs in order, asynchronously to the host.
+
+    ``Stream()`` takes a stream from the device's pool of 32, as CUDA does."""
+
+    def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs):
+        _lazy_init()
+        if kwargs:  # stream_id, device_index, device_type: wrap an existing stream
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=torch.device(_TYPE, _index(device)), priority=priority)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Makes this stream wait for the work queued on `stream` so far."""
+        self.wait_event(stream.record_event())
+
+    def __repr__(self) -> str:
+        return f"<torch.openreg.Stream device=openreg:{self.device_index} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    """An openreg event: a marker in a stream that can be waited on and timed."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise ValueError("openreg events cannot be shared between processes: use interprocess=False")
+        return super().__new__(cls, device=_TYPE, enable_timing=enable_timing, blocking=blocking)
+
+
+def _wrap(device_index: int, stream_id: int) -> Stream:
+    return Stream(stream_id=stream_id, device_index=device_index, device_type=_C.DEVICE_TYPE)
+
+
+def current_stream(device: _DeviceLike = None) -> Stream:
+    idx = _index(device)
+    return _wrap(idx, _C.current_stream(idx))
+
+
+def default_stream(device: _DeviceLike = None) -> Stream:
+    return _wrap(_index(device), 0)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """Makes `stream` the current stream of its device."""
+    if stream is not None:
+        _C.set_stream(stream.device_index, stream.stream_id)
+
+
+class StreamContext:
+    """Selects `stream` (and its device) for the work queued inside the block."""
+
+    def __init__(self, stream: torch.Stream | None):
+        self.stream = stream
+        self.prev_device = -1
+        self.prev_stream = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return self
+        self.prev_device = _C.current_device()
+        _C.set_device(self.stream.device_index)
+        self.prev_stream = _C.current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.stream is not None:
+            _C.set_stream(self.stream.device_index, self.prev_stream)
+            _C.set_device(self.prev_device)
+        return False
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    return StreamContext(stream)

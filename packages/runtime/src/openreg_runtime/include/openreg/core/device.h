@@ -1,0 +1,36 @@
+#pragma once
+// Devices: configuration from the environment, the per-thread current device
+// and fork safety.
+#include <cstddef>
+#include <string>
+
+namespace openreg {
+
+struct Config {
+  int device_count;          // OPENREG_DEVICE_COUNT
+  std::size_t memory_bytes;  // OPENREG_DEVICE_MEMORY, per device
+  bool launch_blocking;      // OPENREG_LAUNCH_BLOCKING
+  bool strict;               // OPENREG_STRICT
+};
+
+// Parsed once, on first use; a bad value throws an Error naming the variable.
+const Config& config();
+
+int device_count();
+// Throws an Error naming the valid range when `device` is not a device index.
+void check_device(int device);
+int current_device();
+void set_device(int device);
+int exchange_device(int device);
+
+// Parses sizes such as "512MiB", "8GiB", "1000000"; throws naming `variable`.
+std::size_t parse_size(const std::string& text, const char* variable);
+
+// The device counts as initialised once a worker thread or device memory
+// exists; a child forked after that point cannot use it (threads are gone).
+void mark_initialized();
+bool is_initialized();
+bool in_bad_fork();
+void check_not_forked();
+
+}  // namespace openreg

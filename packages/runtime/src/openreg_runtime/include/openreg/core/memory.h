@@ -1,0 +1,96 @@
+#pragma once
+// Device memory: host memory owned by the runtime (so kernels work on it in
+// place), a per-device capacity, a stream-aware caching allocator with
+// CUDA-style statistics, and strict mode's page protection.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "openreg/core/stream.h"
+
+namespace openreg {
+
+struct Stat {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void increase(int64_t n);
+  void decrease(int64_t n);
+};
+
+// Index 0 aggregates; 1 is the small pool (blocks up to 1 MiB), 2 the large.
+using StatArray = Stat[3];
+
+struct MemoryStats {
+  StatArray allocation, segment, active, allocated_bytes, reserved_bytes,
+      active_bytes, requested_bytes;
+  int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0,
+          num_device_alloc = 0, num_device_free = 0;
+};
+
+class DeviceMemory {
+ public:
+  explicit DeviceMemory(int device) : device_(device) {}
+  // Memory for use on stream `stream`; throws OutOfMemory past the capacity
+  // after synchronising and releasing the cache once.
+  void* malloc(std::size_t nbytes, int stream);
+  void free(void* ptr);
+  // `ptr` is also used on `stream`: it is not reused until that stream's
+  // work queued so far has run.
+  void record_stream(void* ptr, int stream);
+  // Synchronises the device and returns every cached block to the host.
+  void empty_cache();
+  MemoryStats stats();
+  void reset_peak();
+  void reset_accumulated();
+  std::size_t capacity() const;
+  std::size_t reserved();
+
+ private:
+  struct Block {
+    void* ptr;
+    std::size_t size;
+    std::size_t requested;
+    int stream;
+    uint64_t other_streams;  // bitmask of streams recorded with record_stream
+    std::vector<Event> pending;  // events to pass before the block is free
+  };
+  void* take_cached(std::size_t size, std::size_t requested, int stream);
+  void process_pending();
+  void release_cached();
+  void* map_segment(std::size_t size);
+  void unmap_segment(void* ptr, std::size_t size);
+  void count_alloc(const Block& b, bool add);
+
+  const int device_;
+  std::mutex mu_;
+  std::unordered_map<void*, std::unique_ptr<Block>> live_;
+  std::map<int, std::multimap<std::size_t, std::unique_ptr<Block>>> cached_;
+  std::vector<std::unique_ptr<Block>> pending_;
+  MemoryStats stats_;
+};
+
+DeviceMemory& device_memory(int device);
+// Size a request is rounded to (whole pages, so strict mode can protect it).
+std::size_t round_size(std::size_t nbytes);
+// The device owning `ptr` (anywhere inside an allocation), or -1.
+int device_of(const void* ptr);
+
+// Makes device memory host-accessible for a kernel's or copy's duration in
+// strict mode (OPENREG_STRICT=1); costs nothing otherwise.
+class HostAccess {
+ public:
+  HostAccess(std::initializer_list<const void*> ptrs);
+  explicit HostAccess(const std::vector<const void*>& ptrs);
+  ~HostAccess();
+  HostAccess(const HostAccess&) = delete;
+  HostAccess& operator=(const HostAccess&) = delete;
+
+ private:
+  std::vector<std::uintptr_t> segments_;
+};
+
+}  // namespace openreg

@@ -1,0 +1,102 @@
+#pragma once
+// Streams and events. Every stream owns a worker thread (started on first
+// use) that runs its tasks in order, so the host returns as soon as work is
+// queued, as on a GPU. A task that throws records the failure on its device;
+// the next synchronising call on that device raises it, naming the task.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace openreg {
+
+using Task = std::function<void()>;
+
+// Stream 0 of each device is its default stream; 1..kPoolSize form the pool
+// that new streams are drawn from round-robin (CUDA's scheme).
+constexpr int kPoolSize = 32;
+
+class Stream {
+ public:
+  Stream(int device, int id) : device_(device), id_(id) {}
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+  int id() const { return id_; }
+
+  // Queues `task` and returns its sequence number. `name` must outlive the
+  // task (a string literal or an interned op name). Under
+  // OPENREG_LAUNCH_BLOCKING=1 it also waits and raises any failure.
+  uint64_t launch(const char* name, Task task);
+
+  bool query() const { return completed_.load(std::memory_order_acquire) == enqueued_.load(std::memory_order_acquire); }
+  bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
+  uint64_t last() const { return enqueued_.load(std::memory_order_acquire); }
+
+  // Blocks until task `seq` has run; raises nothing.
+  void wait_for(uint64_t seq);
+  // Blocks until everything queued has run, then raises a pending failure.
+  void synchronize();
+
+ private:
+  struct Item {
+    const char* name;
+    Task task;
+  };
+  void run();
+
+  const int device_;
+  const int id_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  std::deque<Item> queue_;
+  std::atomic<uint64_t> enqueued_{0};
+  std::atomic<uint64_t> completed_{0};
+  bool worker_sleeping_ = false;
+  int host_waiters_ = 0;
+  std::thread worker_;
+};
+
+// Streams live for the whole process; they are created on first access.
+Stream& get_stream(int device, int id);
+// Next pool stream of `device`, round-robin.
+int next_pool_stream(int device);
+// The calling thread's current stream on `device` (default stream unless set).
+Stream& current_stream(int device);
+void set_current_stream(int device, int id);
+
+// Waits for every stream of `device` that has been used, then raises a
+// pending failure. A negative device means every device.
+void synchronize_device(int device);
+// Raises, and clears, the first failure recorded on `device`, if any.
+void raise_pending_error(int device);
+
+struct EventState;
+
+// A marker in a stream. Copies share state; recording again re-arms it.
+class Event {
+ public:
+  explicit Event(bool timing = false) : timing_(timing) {}
+  void record(Stream& stream);
+  // Makes `stream` wait until this event has completed (no-op if unrecorded).
+  void block(Stream& stream) const;
+  bool query() const;
+  void synchronize() const;
+  // Milliseconds from this event to `end`; both must be timed and complete.
+  double elapsed_ms(const Event& end) const;
+  bool recorded() const { return state_ != nullptr; }
+  int device() const;
+
+ private:
+  bool timing_;
+  std::shared_ptr<EventState> state_;
+};
+
+}  // namespace openreg

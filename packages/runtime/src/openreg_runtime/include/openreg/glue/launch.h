@@ -1,0 +1,55 @@
+#pragma once
+// How PyTorch code puts work on an openreg stream. Kernels receive HostViews:
+// CPU tensors that alias device memory, so PyTorch's CPU kernels run on it in
+// place (zero-copy) inside the stream's worker.
+#include <ATen/ATen.h>
+#include <c10/core/Stream.h>
+
+#include <functional>
+#include <vector>
+
+#include "openreg/core/error.h"
+#include "openreg/core/memory.h"
+#include "openreg/core/stream.h"
+
+namespace openreg::glue {
+
+// Shape of a device tensor, captured at launch so the task does not keep the
+// tensor (and so its memory) alive: device memory is freed in stream order.
+struct HostView {
+  void* data = nullptr;
+  std::vector<int64_t> sizes, strides;
+  at::ScalarType dtype = at::kFloat;
+
+  static HostView of(const at::Tensor& t);
+  at::Tensor tensor() const;  // the CPU alias; call inside the task
+};
+
+c10::Stream current_stream(c10::DeviceIndex device);
+Stream& core_stream(const c10::Stream& stream);
+
+// Queues `fn` on the current stream of `device` and returns its sequence
+// number. c10 errors thrown by `fn` are reported without their C++ backtrace.
+// `touches` lists device pointers `fn` reads or writes (strict mode opens
+// them for the task's duration).
+uint64_t launch(c10::DeviceIndex device, const char* name, std::vector<const void*> touches,
+                std::function<void()> fn);
+
+// Waits for task `seq` on the current stream of `device`, then raises any
+// failure recorded on the device.
+void wait(c10::DeviceIndex device, uint64_t seq);
+
+// Runs a core call, turning openreg::Error into a c10::Error with the same
+// message (and OutOfMemory into torch.OutOfMemoryError).
+template <typename F>
+auto checked(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const OutOfMemory& err) {
+    C10_THROW_ERROR(OutOfMemoryError, err.what());
+  } catch (const Error& err) {
+    C10_THROW_ERROR(Error, err.what());
+  }
+}
+
+}  // namespace openreg::glue
