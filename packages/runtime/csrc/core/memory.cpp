@@ -17,14 +17,14 @@ constexpr std::size_t kPage = 4096;
 constexpr std::size_t kSmallBlock = 1 << 20;
 
 // Every segment of every device, for pointer lookups and strict mode's
-// protection counts.
+// protection counts. Never destroyed: tensors may be freed during exit.
 struct Segment {
   std::size_t size;
   int device;
   int access;  // kernels currently using it (strict mode)
 };
-std::mutex g_segments_mu;
-std::map<std::uintptr_t, Segment> g_segments;
+std::mutex& g_segments_mu = *new std::mutex;
+std::map<std::uintptr_t, Segment>& g_segments = *new std::map<std::uintptr_t, Segment>;
 
 std::map<std::uintptr_t, Segment>::iterator find_segment(std::uintptr_t p) {
   auto it = g_segments.upper_bound(p);

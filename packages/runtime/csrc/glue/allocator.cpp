@@ -82,7 +82,7 @@ struct DeviceAllocator final : c10::DeviceAllocator {
   }
 };
 
-DeviceAllocator g_device_allocator;
+DeviceAllocator g_device_allocator;  // stateless, so safe to use during exit
 
 // Page-aligned host memory that copies may use asynchronously. Copies keep
 // their host tensor alive until they have run, so there is nothing to cache
@@ -145,7 +145,8 @@ struct PinnedAllocator final : at::HostAllocator {
   at::HostStats stats;
 };
 
-PinnedAllocator g_pinned_allocator;
+// Never destroyed: pinned tensors may be freed during exit.
+PinnedAllocator& g_pinned_allocator = *new PinnedAllocator;
 
 void PinnedAllocator::release(void* p) {
   if (p == nullptr) return;

@@ -82,6 +82,12 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offse
                                       C10_AS_INTARRAYREF_SLOW(stride));
 }
 
+// The tensor's memory is also used on `stream`: the allocator will not reuse
+// it until that stream's work queued so far has run.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  device_allocator()->recordStream(self.storage().data_ptr(), stream);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -98,6 +104,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", &at::native::set_);
   m.impl("set_.source_Storage_storage_offset", &set_storage);
   m.impl("set_.source_Tensor", &at::native::set_tensor_);
+  m.impl("record_stream", &record_stream);
 }
 
 }  // namespace openreg::glue

@@ -1,5 +1,6 @@
 // openreg_runtime._C: what the Python device module (torch.openreg) needs
 // beyond the generic torch.Stream/torch.Event/torch.accelerator APIs.
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -87,6 +88,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("empty_cache", [](int d) { unlocked([&] { device_memory(d).empty_cache(); }); });
   m.def("mem_get_info", [](int d) { return glue::device_allocator()->getMemoryInfo(d); });
 
+  // torch.Event.elapsed_time accepts only exact torch.Event arguments, not
+  // torch.openreg.Event, so the subclass times through here.
+  m.def("elapsed_time", [](py::handle start, py::handle end) {
+    TORCH_CHECK_TYPE(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()), "elapsed_time takes two events");
+    return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(reinterpret_cast<THPEvent*>(end.ptr())->event);
+  });
   m.def("default_generator", [](int d) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(glue::default_generator(static_cast<c10::DeviceIndex>(d))));

@@ -38,6 +38,11 @@ class Event(torch.Event):
             raise ValueError("openreg events cannot be shared between processes: use interprocess=False")
         return super().__new__(cls, device=_TYPE, enable_timing=enable_timing, blocking=blocking)
 
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between this event and `end_event`; both must be
+        timed, recorded and complete."""
+        return _C.elapsed_time(self, end_event)
+
 
 def _wrap(device_index: int, stream_id: int) -> Stream:
     return Stream(stream_id=stream_id, device_index=device_index, device_type=_C.DEVICE_TYPE)
