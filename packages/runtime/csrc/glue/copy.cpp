@@ -3,6 +3,7 @@
 // to or from pageable host memory waits for itself, one to or from pinned
 // memory with non_blocking=True does not (as on CUDA).
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -37,8 +38,9 @@ void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(self.sizes() == dst.sizes() || self.numel() == dst.numel(), "copy_: cannot copy a tensor of shape ",
-              self.sizes(), " into one of shape ", dst.sizes());
+  // Checked here, not in the task, so a bad call fails at the call.
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "copy_: a tensor of shape ", self.sizes(),
+              " cannot be broadcast to the destination's shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
   if (self.is_cpu()) {
     const auto device = dst.device().index();

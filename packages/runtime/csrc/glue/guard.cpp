@@ -18,6 +18,11 @@ c10::Stream make_stream(c10::DeviceIndex device, int id) {
 
 Event* as_event(void* e) { return static_cast<Event*>(e); }
 
+// c10 passes index -1 for "the current device" (torch.Stream(device="openreg")).
+c10::DeviceIndex index(c10::Device d) {
+  return d.has_index() ? d.index() : static_cast<c10::DeviceIndex>(current_device());
+}
+
 struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return kType; }
 
@@ -34,10 +39,10 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     }
   }
 
-  c10::Stream getStream(c10::Device d) const override { return current_stream(d.index()); }
-  c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(d.index(), 0); }
+  c10::Stream getStream(c10::Device d) const override { return current_stream(index(d)); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(index(d), 0); }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool = false) const override {
-    return make_stream(d.index(), checked([&] { return next_pool_stream(d.index()); }));
+    return make_stream(index(d), checked([&] { return next_pool_stream(index(d)); }));
   }
   c10::Stream getNewStream(c10::Device d, int = 0) const override { return getStreamFromGlobalPool(d); }
   c10::Stream exchangeStream(c10::Stream s) const override {

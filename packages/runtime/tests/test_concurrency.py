@@ -1,0 +1,79 @@
+"""Many host threads using the device at once, each on its own stream."""
+
+import threading
+
+import torch
+from torch.testing import assert_close
+
+THREADS = 8
+ITERATIONS = 300
+
+
+def _run_threads(target):
+    errors = []
+
+    def wrapped(tid):
+        try:
+            target(tid)
+        except BaseException as e:  # noqa: BLE001  (reported below)
+            errors.append((tid, repr(e)))
+
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    assert errors == []
+
+
+def test_threads_with_own_streams_copy_without_corruption(two_devices):
+    def work(tid):
+        device = tid % 2
+        stream = torch.openreg.Stream(device)
+        with torch.openreg.stream(stream):
+            assert torch.openreg.current_stream(device).stream_id == stream.stream_id
+            for i in range(ITERATIONS):
+                src = torch.full((257 + tid,), float(tid * 100_000 + i))
+                d = src.to(f"openreg:{device}")
+                back = d.cpu()
+                assert_close(back, src, msg=f"thread {tid} iteration {i}")
+        torch.openreg.synchronize(device)
+
+    _run_threads(work)
+
+
+def test_threads_mixing_async_copies_and_device_to_device(two_devices):
+    def work(tid):
+        stream0 = torch.openreg.Stream(0)
+        with torch.openreg.stream(stream0):
+            for i in range(ITERATIONS // 3):
+                src = torch.arange(1000, dtype=torch.float64) + tid * 1_000_000 + i
+                pinned = src.pin_memory()
+                d0 = pinned.to("openreg:0", non_blocking=True)
+                d1 = d0.to("openreg:1")  # cross-device copy
+                d0.fill_(-1.0)  # must not affect d1
+                host = torch.empty_like(src).pin_memory()
+                host.copy_(d1, non_blocking=True)
+                torch.openreg.synchronize(1)
+                assert_close(host, src, msg=f"thread {tid} iteration {i}")
+                assert_close(d0.cpu(), torch.full((1000,), -1.0, dtype=torch.float64))
+
+    _run_threads(work)
+
+
+def test_allocation_statistics_consistent_after_threads(clean_device):
+    base = torch.openreg.memory_allocated(0)
+    base_count = torch.openreg.memory_stats(0)["allocation.all.current"]
+    base_allocs = torch.openreg.memory_stats(0)["allocation.all.allocated"]
+
+    def work(tid):
+        for i in range(200):
+            t = torch.empty(100 * (tid + 1) + i, device="openreg:0")
+            del t
+
+    _run_threads(work)
+    assert torch.openreg.memory_allocated(0) == base
+    stats = torch.openreg.memory_stats(0)
+    assert stats["allocation.all.current"] == base_count
+    assert stats["allocation.all.allocated"] - base_allocs == THREADS * 200

@@ -1,0 +1,298 @@
+"""Devices: count, current device, selection, properties, torch.accelerator."""
+
+import re
+import threading
+import time
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+VALID_RANGE = re.compile(r"0 to 1|0\s*\.\.\s*1|0\s*-\s*1|\[0,\s*2\)|\[0,\s*1\]")
+
+
+# --- configuration (fresh processes: it is parsed once per process) ---------
+
+
+def test_default_device_count_is_two(run_python, describe_proc):
+    proc = run_python("""
+        import torch, openreg_runtime
+        print(torch.openreg.device_count(), torch.accelerator.device_count(), torch.openreg.is_initialized())
+        torch.ones(1, device='openreg')
+        print(torch.openreg.is_initialized())
+    """)
+    assert proc.returncode == 0, describe_proc(proc)
+    # Starts lazily: nothing is initialised until the first tensor.
+    assert proc.stdout.split() == ["2", "2", "False", "True"]
+
+
+def test_device_count_from_environment(run_python, describe_proc):
+    proc = run_python(
+        """
+        import torch, openreg_runtime
+        t = torch.ones(2, device='openreg:3')
+        print(torch.openreg.device_count(), t.device, t.cpu().tolist())
+        """,
+        env={"OPENREG_DEVICE_COUNT": "4"},
+    )
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.split() == ["4", "openreg:3", "[1.0,", "1.0]"]
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [("OPENREG_DEVICE_COUNT", "abc"), ("OPENREG_DEVICE_MEMORY", "lots"), ("OPENREG_DEVICE_COUNT", "0")],
+)
+def test_bad_environment_value_is_an_error_naming_the_variable(run_python, describe_proc, variable, value):
+    # `import torch` must survive; using the device must fail with a clear message.
+    proc = run_python(
+        """
+        import sys, torch, openreg_runtime
+        try:
+            torch.ones(1, device='openreg').cpu()
+        except Exception as e:
+            print('ERROR', type(e).__name__, e)
+            sys.exit(3)
+        print('NO ERROR')
+        """,
+        env={variable: value},
+    )
+    assert proc.returncode == 3, describe_proc(proc)
+    assert variable in proc.stdout
+    assert value in proc.stdout
+
+
+def test_device_memory_size_from_environment(run_python, describe_proc):
+    proc = run_python(
+        """
+        import torch, openreg_runtime
+        print(torch.openreg.get_device_properties(0).total_memory, torch.openreg.mem_get_info(1)[1])
+        """,
+        env={"OPENREG_DEVICE_MEMORY": "512MiB"},
+    )
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.split() == [str(512 * 2**20)] * 2
+
+
+# --- current device ----------------------------------------------------------
+
+
+def test_set_device_changes_where_tensors_go(two_devices):
+    assert torch.openreg.current_device() == 0
+    assert torch.empty(1, device="openreg").device == torch.device("openreg:0")
+    torch.openreg.set_device(1)
+    assert torch.openreg.current_device() == 1
+    assert torch.empty(1, device="openreg").device == torch.device("openreg:1")
+    torch.openreg.set_device("openreg:0")
+    assert torch.openreg.current_device() == 0
+    torch.openreg.set_device(torch.device("openreg", 1))
+    assert torch.openreg.current_device() == 1
+
+
+def test_device_context_manager_restores_previous_device(two_devices):
+    with torch.openreg.device(1):
+        assert torch.openreg.current_device() == 1
+        t = torch.zeros(3, device="openreg")
+        with torch.openreg.device(0):
+            assert torch.openreg.current_device() == 0
+        assert torch.openreg.current_device() == 1
+    assert torch.openreg.current_device() == 0
+    assert t.device == torch.device("openreg:1")
+
+
+def test_device_context_manager_restores_on_exception(two_devices):
+    with pytest.raises(KeyError):
+        with torch.openreg.device(1):
+            raise KeyError("x")
+    assert torch.openreg.current_device() == 0
+
+
+def test_torch_device_as_context_manager_sets_factory_default(two_devices):
+    with torch.device("openreg:1"):
+        t = torch.ones(2, 2)
+        e = torch.empty(3)
+    assert t.device == torch.device("openreg:1")
+    assert e.device == torch.device("openreg:1")
+    assert_close(t.cpu(), torch.ones(2, 2))
+    assert torch.empty(1).device == torch.device("cpu")
+
+
+def test_current_device_is_per_thread(two_devices):
+    torch.openreg.set_device(1)
+    seen = {}
+
+    def worker():
+        seen["initial"] = torch.openreg.current_device()
+        torch.openreg.set_device(1)
+        seen["after_set"] = torch.openreg.current_device()
+        seen["tensor"] = torch.empty(1, device="openreg").device
+
+    def other():
+        seen["other"] = torch.openreg.current_device()
+
+    for fn in (worker, other):
+        t = threading.Thread(target=fn)
+        t.start()
+        t.join(30)
+    assert seen == {"initial": 0, "after_set": 1, "tensor": torch.device("openreg:1"), "other": 0}
+    assert torch.openreg.current_device() == 1
+    torch.openreg.set_device(0)
+
+
+@pytest.mark.parametrize("index", [2, 7, -1])
+def test_invalid_index_names_valid_range(two_devices, index):
+    if torch.openreg.device_count() != 2:
+        pytest.fail("the message check assumes the default of 2 devices")
+    with pytest.raises((RuntimeError, ValueError, IndexError)) as info:
+        torch.openreg.set_device(index)
+    if index >= 0:
+        assert VALID_RANGE.search(str(info.value)), str(info.value)
+    assert torch.openreg.current_device() == 0
+
+
+@pytest.mark.parametrize("call", ["empty", "device_cm", "name", "properties"])
+def test_invalid_index_in_other_entry_points(two_devices, call):
+    with pytest.raises((RuntimeError, ValueError, IndexError)) as info:
+        if call == "empty":
+            torch.empty(1, device="openreg:5")
+        elif call == "device_cm":
+            with torch.openreg.device(5):
+                pass
+        elif call == "name":
+            torch.openreg.get_device_name(5)
+        else:
+            torch.openreg.get_device_properties(5)
+    assert VALID_RANGE.search(str(info.value)), str(info.value)
+    assert torch.openreg.current_device() == 0
+
+
+# --- torch.openreg surface -------------------------------------------------------
+
+
+def test_torch_openreg_surface(two_devices):
+    assert torch.openreg.is_available() is True
+    assert torch.openreg.device_count() >= 2
+    name = torch.openreg.get_device_name(1)
+    assert isinstance(name, str) and name
+    assert torch.openreg.get_device_name() == torch.openreg.get_device_name(0)
+    props = torch.openreg.get_device_properties(1)
+    assert props.total_memory == torch.openreg.mem_get_info(1)[1] > 0
+    assert props.name == name
+    assert torch.openreg.is_bf16_supported() is True
+    amp = torch.openreg.get_amp_supported_dtype()
+    assert torch.bfloat16 in amp
+    assert all(isinstance(d, torch.dtype) for d in amp)
+
+
+def test_is_bf16_supported_matches_bfloat16_tensors():
+    t = torch.full((3,), 1.5, dtype=torch.bfloat16, device="openreg")
+    assert_close(t.cpu(), torch.full((3,), 1.5, dtype=torch.bfloat16))
+
+
+def test_synchronize_waits_for_queued_work():
+    start = time.perf_counter()
+    torch.openreg._sleep(200)
+    queued = time.perf_counter() - start
+    torch.openreg.synchronize()
+    total = time.perf_counter() - start
+    assert queued < 0.15, "_sleep should only queue work"
+    assert total >= 0.19
+
+
+def test_synchronize_specific_device(two_devices):
+    with torch.openreg.device(1):
+        torch.openreg._sleep(200)
+    start = time.perf_counter()
+    torch.openreg.synchronize(1)
+    assert time.perf_counter() - start >= 0.15
+    assert torch.openreg.current_stream(1).query()
+
+
+# --- torch.accelerator ---------------------------------------------------------
+
+
+def test_accelerator_is_openreg(two_devices):
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("openreg")
+    assert torch.accelerator.device_count() == torch.openreg.device_count()
+
+
+def test_accelerator_set_device_index(two_devices):
+    torch.accelerator.set_device_index(1)
+    assert torch.openreg.current_device() == 1
+    assert torch.accelerator.current_device_index() == 1
+    assert torch.empty(1, device="openreg").device == torch.device("openreg:1")
+    torch.accelerator.set_device_index(0)
+    assert torch.openreg.current_device() == 0
+
+
+def test_accelerator_streams(two_devices):
+    cur = torch.accelerator.current_stream()
+    assert cur.device == torch.device("openreg:0")
+    assert cur.stream_id == torch.openreg.current_stream().stream_id == 0
+    s = torch.openreg.Stream()
+    torch.accelerator.set_stream(s)
+    assert torch.openreg.current_stream().stream_id == s.stream_id
+    assert torch.accelerator.current_stream().stream_id == s.stream_id
+    torch.accelerator.set_stream(torch.openreg.default_stream())
+    assert torch.openreg.current_stream().stream_id == 0
+
+
+def test_accelerator_synchronize_waits():
+    torch.openreg._sleep(200)
+    start = time.perf_counter()
+    torch.accelerator.synchronize()
+    assert time.perf_counter() - start >= 0.15
+    assert torch.openreg.current_stream().query()
+
+
+def test_benchmark_timer_synchronizes_openreg():
+    from torch.utils.benchmark import Timer
+
+    x = torch.zeros(1024, device="openreg")
+    m = Timer(stmt="x.fill_(1.0)", globals={"x": x}).timeit(20)
+    assert m.mean > 0
+    # The timer synchronises the accelerator, so queued device time is measured.
+    m = Timer(stmt="torch.openreg._sleep(20)", globals={"torch": torch}).timeit(5)
+    assert m.mean >= 0.018
+    assert_close(x.cpu(), torch.ones(1024))
+
+
+# --- generated methods ----------------------------------------------------------
+
+
+def test_tensor_openreg_method(two_devices):
+    cpu = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    a = cpu.openreg()
+    b = cpu.openreg(1)
+    assert a.device == torch.device("openreg:0")
+    assert b.device == torch.device("openreg:1")
+    assert a.is_openreg and b.is_openreg and not cpu.is_openreg
+    assert_close(a.cpu(), cpu)
+    assert_close(b.cpu(), cpu)
+
+
+def test_module_openreg_method(two_devices):
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    ref = {k: v.clone() for k, v in m.state_dict().items()}
+    m.openreg(1)
+    for k, v in m.state_dict().items():
+        assert v.device == torch.device("openreg:1"), k
+        assert_close(v.cpu(), ref[k])
+    m.cpu()
+    for k, v in m.state_dict().items():
+        assert_close(v, ref[k])
+
+
+def test_storage_openreg_methods(two_devices):
+    cpu = torch.arange(4, dtype=torch.float32)
+    s = cpu.untyped_storage().openreg()
+    assert s.is_openreg and s.device == torch.device("openreg:0")
+    assert not cpu.untyped_storage().is_openreg
+    assert s.cpu().tolist() == cpu.untyped_storage().tolist()
+    s1 = cpu.untyped_storage().openreg(1)
+    assert s1.device == torch.device("openreg:1")
+    assert s1.cpu().tolist() == cpu.untyped_storage().tolist()
+    t = torch.empty(0, device="openreg:1").set_(s1, 0, (4,), (1,))
+    assert_close(t.cpu(), cpu)

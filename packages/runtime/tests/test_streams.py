@@ -1,0 +1,331 @@
+"""Streams and events: asynchrony, ordering, timing, asynchronous failures."""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import openreg_runtime._C as C
+
+
+def test_work_is_asynchronous():
+    s = torch.openreg.Stream()
+    with torch.openreg.stream(s):
+        torch.openreg._sleep(300)
+        e = torch.openreg.Event()
+        e.record()
+    assert e.query() is False
+    assert s.query() is False
+    assert torch.openreg.default_stream().query() is True  # other streams are not held up
+    torch.openreg.synchronize()
+    assert e.query() is True
+    assert s.query() is True
+
+
+def test_event_synchronize_and_stream_synchronize():
+    s = torch.openreg.Stream()
+    with torch.openreg.stream(s):
+        torch.openreg._sleep(150)
+        e = s.record_event()
+        torch.openreg._sleep(150)
+    e.synchronize()
+    assert e.query()
+    assert not s.query()
+    s.synchronize()
+    assert s.query()
+
+
+def test_elapsed_time():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    start.record()
+    torch.openreg._sleep(100)
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert 90 <= ms < 5000
+
+
+def test_elapsed_time_needs_timing_events():
+    start, end = torch.openreg.Event(), torch.openreg.Event()
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises((RuntimeError, ValueError), match="enable_timing"):
+        start.elapsed_time(end)
+    # The same through the generic torch.Event.
+    g_start, g_end = torch.Event(device="openreg:0"), torch.Event(device="openreg:0")
+    g_start.record()
+    g_end.record()
+    g_end.synchronize()
+    with pytest.raises((RuntimeError, ValueError), match="enable_timing"):
+        g_start.elapsed_time(g_end)
+
+
+def _slow_fill(stream, x, value, delay_ms=300):
+    with torch.openreg.stream(stream):
+        torch.openreg._sleep(delay_ms)
+        x.fill_(value)
+
+
+def test_streams_run_independently_without_waiting():
+    # The control for the ordering tests below: without a wait, a copy on
+    # stream B overtakes the slow work on stream A.
+    a, b = torch.openreg.Stream(), torch.openreg.Stream()
+    x = torch.zeros(1000, device="openreg")
+    torch.openreg.synchronize()
+    _slow_fill(a, x, 7.0)
+    with torch.openreg.stream(b):
+        early = x.cpu()
+    torch.openreg.synchronize()
+    assert_close(early, torch.zeros(1000))
+    assert_close(x.cpu(), torch.full((1000,), 7.0))
+
+
+def test_wait_event_orders_streams():
+    a, b = torch.openreg.Stream(), torch.openreg.Stream()
+    x = torch.zeros(1000, device="openreg")
+    torch.openreg.synchronize()
+    _slow_fill(a, x, 7.0)
+    ev = torch.openreg.Event()
+    ev.record(a)
+    b.wait_event(ev)
+    with torch.openreg.stream(b):
+        y = x.cpu()
+    assert_close(y, torch.full((1000,), 7.0))
+
+
+def test_wait_stream_orders_streams():
+    a, b = torch.openreg.Stream(), torch.openreg.Stream()
+    x = torch.zeros(1000, device="openreg")
+    dst = torch.zeros(1000, device="openreg")
+    torch.openreg.synchronize()
+    _slow_fill(a, x, 3.0)
+    b.wait_stream(a)
+    with torch.openreg.stream(b):
+        dst.copy_(x)  # device-to-device copy on B
+        out = dst.cpu()
+    assert_close(out, torch.full((1000,), 3.0))
+
+
+def test_cross_device_copy_is_ordered_after_source_stream(two_devices):
+    x = torch.zeros(1000, device="openreg:0")
+    torch.openreg.synchronize()
+    torch.openreg._sleep(300)
+    x.fill_(4.0)
+    y = x.to("openreg:1")
+    assert_close(y.cpu(), torch.full((1000,), 4.0))
+
+
+def test_stream_context_manager():
+    s = torch.openreg.Stream()
+    before = torch.openreg.current_stream()
+    assert before.stream_id == 0
+    with torch.openreg.stream(s):
+        cur = torch.openreg.current_stream()
+        assert cur.stream_id == s.stream_id
+        assert cur == s
+    assert torch.openreg.current_stream().stream_id == before.stream_id
+    with torch.openreg.stream(None):
+        assert torch.openreg.current_stream().stream_id == before.stream_id
+
+
+def test_stream_context_switches_device(two_devices):
+    s1 = torch.openreg.Stream(1)
+    assert s1.device == torch.device("openreg:1")
+    with torch.openreg.stream(s1):
+        assert torch.openreg.current_device() == 1
+        assert torch.openreg.current_stream().stream_id == s1.stream_id
+        t = torch.empty(1, device="openreg")
+    assert t.device == torch.device("openreg:1")
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream(1).stream_id == 0
+
+
+def test_set_stream():
+    s = torch.openreg.Stream()
+    torch.openreg.set_stream(s)
+    assert torch.openreg.current_stream().stream_id == s.stream_id
+    torch.openreg.set_stream(torch.openreg.default_stream())
+    assert torch.openreg.current_stream().stream_id == 0
+
+
+def test_default_stream(two_devices):
+    for d in (0, 1):
+        ds = torch.openreg.default_stream(d)
+        assert ds.stream_id == 0
+        assert ds.device == torch.device("openreg", d)
+    assert torch.openreg.Stream().stream_id != 0
+
+
+def test_current_stream_is_per_thread():
+    import threading
+
+    s = torch.openreg.Stream()
+    torch.openreg.set_stream(s)
+    seen = []
+    th = threading.Thread(target=lambda: seen.append(torch.openreg.current_stream().stream_id))
+    th.start()
+    th.join(30)
+    assert seen == [0]
+    assert torch.openreg.current_stream().stream_id == s.stream_id
+
+
+def test_generic_torch_stream_without_index_uses_current_device(two_devices):
+    s = torch.Stream(device="openreg")
+    assert s.device == torch.device("openreg:0")
+    with torch.openreg.device(1):
+        s1 = torch.Stream(device="openreg")
+    assert s1.device == torch.device("openreg:1")
+
+
+def test_generic_torch_stream_and_event(two_devices):
+    s = torch.Stream(device="openreg:1")
+    assert s.device == torch.device("openreg:1")
+    assert s.stream_id != 0
+    start = torch.Event(device="openreg:1", enable_timing=True)
+    end = torch.Event(device="openreg:1", enable_timing=True)
+    start.record(s)
+    with torch.openreg.stream(s):
+        torch.openreg._sleep(100)
+    end.record(s)
+    assert not s.query()
+    assert not end.query()
+    end.synchronize()
+    assert end.query() and s.query()
+    assert start.elapsed_time(end) >= 90
+    s.synchronize()
+
+
+def test_generic_stream_wait_event(two_devices):
+    a = torch.Stream(device="openreg:0")
+    b = torch.Stream(device="openreg:0")
+    x = torch.zeros(1000, device="openreg")
+    torch.openreg.synchronize()
+    _slow_fill(a, x, 5.0)
+    ev = a.record_event()
+    b.wait_event(ev)
+    with torch.openreg.stream(b):
+        y = x.cpu()
+    assert_close(y, torch.full((1000,), 5.0))
+
+
+def test_launch_blocking(run_python, describe_proc):
+    code = """
+        import torch, openreg_runtime
+        s = torch.openreg.current_stream()
+        torch.openreg._sleep(200)
+        print(s.query())
+        torch.openreg.synchronize()
+    """
+    blocking = run_python(code, env={"OPENREG_LAUNCH_BLOCKING": "1"})
+    normal = run_python(code)
+    assert blocking.returncode == 0, describe_proc(blocking)
+    assert normal.returncode == 0, describe_proc(normal)
+    assert blocking.stdout.split() == ["True"]
+    assert normal.stdout.split() == ["False"]
+
+
+def test_async_failure_is_raised_at_next_synchronize():
+    C._fail("boom")
+    with pytest.raises(RuntimeError) as info:
+        torch.openreg.synchronize()
+    msg = str(info.value)
+    assert "boom" in msg
+    assert "injected failure" in msg
+    # The device still works, and the error is reported once.
+    src = torch.arange(100, dtype=torch.float32)
+    assert_close(src.to("openreg").cpu(), src)
+    torch.openreg.synchronize()
+
+
+def test_async_failure_on_side_stream_raised_by_device_synchronize():
+    s = torch.openreg.Stream()
+    with torch.openreg.stream(s):
+        C._fail("side stream boom")
+    with pytest.raises(RuntimeError, match="side stream boom"):
+        torch.openreg.synchronize()
+    torch.openreg.synchronize()
+    assert_close(torch.ones(3, device="openreg").cpu(), torch.ones(3))
+
+
+@pytest.mark.parametrize("call", ["device", "accelerator", "stream", "event", "cpu", "item"])
+def test_async_failure_is_raised_by_any_synchronising_call(call):
+    t = torch.ones((), device="openreg")
+    torch.openreg.synchronize()
+    C._fail(f"boom via {call}")
+    with pytest.raises(RuntimeError, match=f"boom via {call}"):
+        if call == "device":
+            torch.openreg.synchronize()
+        elif call == "accelerator":
+            torch.accelerator.synchronize()
+        elif call == "stream":
+            torch.openreg.current_stream().synchronize()
+        elif call == "event":
+            torch.openreg.current_stream().record_event().synchronize()
+        elif call == "cpu":
+            t.cpu()
+        else:
+            t.item()
+    torch.openreg.synchronize()  # reported once
+
+
+def test_async_failure_belongs_to_its_device(two_devices):
+    with torch.openreg.device(1):
+        C._fail("boom on one")
+    torch.openreg.synchronize(0)
+    with pytest.raises(RuntimeError, match="boom on one"):
+        torch.openreg.synchronize(1)
+    torch.openreg.synchronize(1)
+
+
+def test_elapsed_time_before_completion_is_an_error():
+    start = torch.openreg.Event(enable_timing=True)
+    end = torch.openreg.Event(enable_timing=True)
+    start.record()
+    torch.openreg._sleep(300)
+    end.record()
+    with pytest.raises((RuntimeError, ValueError)):
+        start.elapsed_time(end)
+    end.synchronize()
+    assert start.elapsed_time(end) >= 250
+
+
+def test_event_records_on_another_devices_stream(two_devices):
+    s1 = torch.openreg.Stream(1)
+    e = torch.openreg.Event()
+    with torch.openreg.stream(s1):
+        torch.openreg._sleep(200)
+    e.record(s1)
+    assert e.device == torch.device("openreg:1")
+    assert not e.query()
+    e.synchronize()
+    assert e.query()
+
+
+def test_cross_device_copy_is_ordered_after_destination_work(two_devices):
+    x = torch.full((1000,), 2.0, device="openreg:0")
+    y = torch.zeros(1000, device="openreg:1")
+    torch.openreg.synchronize()
+    with torch.openreg.device(1):
+        torch.openreg._sleep(300)
+        y.fill_(1.0)  # queued on openreg:1 before the copy
+    y.copy_(x)
+    assert_close(y.cpu(), torch.full((1000,), 2.0))
+
+
+def test_launch_blocking_reports_failures_at_the_call(run_python, describe_proc):
+    proc = run_python(
+        """
+        import torch, openreg_runtime, openreg_runtime._C as C
+        try:
+            C._fail('boom')
+        except RuntimeError as e:
+            print('raised', 'boom' in str(e))
+        else:
+            print('not raised')
+        torch.openreg.synchronize()
+        """,
+        env={"OPENREG_LAUNCH_BLOCKING": "1"},
+    )
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.split() == ["raised", "True"]

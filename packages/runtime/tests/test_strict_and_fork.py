@@ -1,0 +1,125 @@
+"""Strict mode (OPENREG_STRICT=1) and fork safety, each in a fresh interpreter."""
+
+import signal
+import struct
+
+import pytest
+
+HOST_READ = """
+    import ctypes, torch, openreg_runtime
+    t = torch.full((4,), 1.5, device='openreg')
+    torch.openreg.synchronize()
+    print(ctypes.string_at(t.data_ptr(), 4).hex(), flush=True)
+"""
+
+
+def test_strict_mode_faults_on_host_access(run_python, describe_proc):
+    proc = run_python(HOST_READ, env={"OPENREG_STRICT": "1"})
+    assert proc.returncode == -signal.SIGSEGV, describe_proc(proc)
+    assert proc.stdout == ""
+
+
+def test_without_strict_mode_host_access_reads_the_data(run_python, describe_proc):
+    proc = run_python(HOST_READ)
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.strip() == struct.pack("<f", 1.5).hex()
+    proc = run_python(HOST_READ, env={"OPENREG_STRICT": "0"})
+    assert proc.returncode == 0, describe_proc(proc)
+
+
+def test_strict_mode_keeps_copies_and_printing_working(run_python, describe_proc):
+    proc = run_python(
+        """
+        import io, re, torch, openreg_runtime
+        from torch.testing import assert_close
+        cpu = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+        d = cpu.to('openreg')
+        assert_close(d.cpu(), cpu)
+        assert_close(d.t().contiguous().cpu(), cpu.t().contiguous())
+        assert_close(d[1:, ::2].cpu(), cpu[1:, ::2])
+        e = d.to('openreg:1')
+        assert_close(e.cpu(), cpu)
+        f = torch.empty(4, 6, device='openreg').copy_(e)
+        assert_close(f.cpu(), cpu)
+        g = torch.zeros(4, 6, device='openreg'); g.fill_(2.0)
+        assert_close(g.cpu(), torch.full((4, 6), 2.0))
+        p = torch.empty(4, 6).pin_memory()
+        p.copy_(d, non_blocking=True)
+        torch.openreg.synchronize()
+        assert_close(p, cpu)
+        assert d[2, 3].item() == 15.0
+        assert d.tolist() == cpu.tolist()
+        big = torch.randn(100, 100)
+        norm = lambda text: re.sub(r"\\s+", " ", re.sub(r",\\s*device='openreg:0'", "", text))
+        assert norm(repr(big.to('openreg'))) == norm(repr(big))
+        buf = io.BytesIO(); torch.save(d, buf); buf.seek(0)
+        assert_close(torch.load(buf, map_location='cpu'), cpu)
+        d.resize_(100)
+        assert_close(d[:24].view(4, 6).cpu(), cpu)
+        print(repr(torch.ones(2, device='openreg')))
+        print('OK')
+        """,
+        env={"OPENREG_STRICT": "1"},
+    )
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.splitlines() == ["tensor([1., 1.], device='openreg:0')", "OK"]
+
+
+FORK = """
+    import os, sys, torch, openreg_runtime
+    if {init}:
+        t = torch.ones(4, device='openreg')
+        assert t.cpu().tolist() == [1.0] * 4
+    pid = os.fork()
+    if pid == 0:
+        try:
+            {action}
+        except RuntimeError as e:
+            os._exit(10 if 'fork' in str(e) else 11)
+        except BaseException:
+            os._exit(12)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    print('child', os.waitstatus_to_exitcode(status))
+    assert torch.ones(2, device='openreg').cpu().tolist() == [1.0, 1.0]  # the parent still works
+    torch.openreg.synchronize()
+    print('parent ok')
+"""
+
+ACTIONS = {
+    "create": "torch.ones(1, device='openreg')",
+    "synchronize": "torch.openreg.synchronize()",
+    "copy": "torch.ones(1).to('openreg')",
+}
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+def test_device_use_in_forked_child_raises(run_python, describe_proc, action):
+    proc = run_python(FORK.format(init=True, action=ACTIONS[action]), timeout=60)
+    assert proc.returncode == 0, describe_proc(proc)
+    # exit 10: RuntimeError mentioning fork; 0: no error; 11: other message; 12: other exception
+    assert proc.stdout.splitlines() == ["child 10", "parent ok"], describe_proc(proc)
+
+
+def test_fork_before_first_use_is_fine(run_python, describe_proc):
+    action = "assert torch.ones(3, device='openreg').cpu().tolist() == [1.0] * 3; torch.openreg.synchronize()"
+    proc = run_python(FORK.format(init=False, action=action), timeout=60)
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.splitlines() == ["child 0", "parent ok"], describe_proc(proc)
+
+
+def test_bad_fork_flag(run_python, describe_proc):
+    proc = run_python(
+        """
+        import os, torch, openreg_runtime
+        torch.ones(1, device='openreg')
+        pid = os.fork()
+        if pid == 0:
+            os._exit(20 if torch.openreg._is_in_bad_fork() else 21)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), torch.openreg._is_in_bad_fork())
+        """,
+        timeout=60,
+    )
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.split() == ["20", "False"]

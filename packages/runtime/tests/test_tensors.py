@@ -1,0 +1,385 @@
+"""Tensors on openreg: creation, copies, views, printing and the runtime-only
+compute error, checked against the same operations on the CPU."""
+
+import re
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+DTYPES = [torch.float32, torch.float64, torch.int64, torch.bool, torch.bfloat16]
+
+
+def sample(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype.is_floating_point:
+        return (torch.randn(shape, generator=g) * 100).to(dtype)
+    return torch.randint(-1000, 1000, shape, generator=g, dtype=dtype)
+
+
+# --- creation ------------------------------------------------------------------
+
+
+def test_empty_and_empty_strided_metadata(two_devices):
+    e = torch.empty(2, 3, 4, device="openreg:1", dtype=torch.float64)
+    assert e.device == torch.device("openreg:1")
+    assert e.shape == (2, 3, 4) and e.dtype == torch.float64
+    assert e.stride() == torch.empty(2, 3, 4).stride()
+    assert e.is_contiguous()
+    s = torch.empty_strided((3, 4), (1, 3), device="openreg")
+    assert s.stride() == (1, 3) and s.shape == (3, 4)
+    assert not s.is_contiguous()
+    cl = torch.empty(2, 3, 4, 5, device="openreg", memory_format=torch.channels_last)
+    assert cl.stride() == torch.empty(2, 3, 4, 5, memory_format=torch.channels_last).stride()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_factories_match_cpu(dtype):
+    shape = (3, 5)
+    assert_close(torch.zeros(shape, dtype=dtype, device="openreg").cpu(), torch.zeros(shape, dtype=dtype))
+    assert_close(torch.ones(shape, dtype=dtype, device="openreg").cpu(), torch.ones(shape, dtype=dtype))
+    value = True if dtype == torch.bool else 3
+    f = torch.full(shape, value, dtype=dtype, device="openreg")
+    assert f.dtype == dtype
+    assert_close(f.cpu(), torch.full(shape, value, dtype=dtype))
+    z = torch.zeros_like(f)
+    assert z.device == f.device
+    assert_close(z.cpu(), torch.zeros(shape, dtype=dtype))
+
+
+def test_full_float_value():
+    assert_close(torch.full((4,), -2.5, device="openreg").cpu(), torch.full((4,), -2.5))
+    assert_close(
+        torch.full((4,), 1e-3, dtype=torch.float64, device="openreg").cpu(), torch.full((4,), 1e-3, dtype=torch.float64)
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_round_trip(dtype, two_devices):
+    cpu = sample((17, 9), dtype)
+    d = cpu.to("openreg")
+    assert d.device == torch.device("openreg:0") and d.dtype == dtype
+    assert_close(d.cpu(), cpu)
+    assert_close(torch.tensor(cpu.tolist(), dtype=dtype, device="openreg:1").cpu(), cpu)
+
+
+# --- copies --------------------------------------------------------------------
+
+
+def test_copy_between_devices(two_devices):
+    cpu = sample((64, 33), torch.float32)
+    a = cpu.to("openreg:0")
+    b = a.to("openreg:1")
+    assert b.device == torch.device("openreg:1")
+    assert_close(b.cpu(), cpu)
+    c = torch.zeros(64, 33, device="openreg:0")
+    c.copy_(b)
+    assert_close(c.cpu(), cpu)
+    # same-device copy
+    d = torch.empty_like(a)
+    d.copy_(a)
+    assert_close(d.cpu(), cpu)
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_strided_sources_and_destinations(non_blocking, two_devices):
+    base = sample((6, 8), torch.float32)
+    views = {
+        "transpose": lambda t: t.t(),
+        "step": lambda t: t[::2, 1::3],
+        "offset": lambda t: t[2:, 3:],
+    }
+    for name, view in views.items():
+        expect = view(base)
+        # cpu (non-contiguous) -> openreg
+        d = torch.empty(expect.shape, device="openreg")
+        d.copy_(expect, non_blocking=non_blocking)
+        assert_close(d.cpu(), expect, msg=name)
+        # openreg (non-contiguous) -> cpu
+        src = view(base.to("openreg"))
+        assert not src.is_contiguous()
+        host = torch.empty(expect.shape)
+        host.copy_(src, non_blocking=non_blocking)
+        torch.openreg.synchronize()
+        assert_close(host, expect, msg=name)
+        # openreg -> non-contiguous cpu destination
+        host_big = torch.zeros(6, 8)
+        view(host_big).copy_(src, non_blocking=non_blocking)
+        torch.openreg.synchronize()
+        ref = torch.zeros(6, 8)
+        view(ref).copy_(expect)
+        assert_close(host_big, ref, msg=name)
+        # cpu -> non-contiguous openreg destination
+        dev_big = torch.zeros(6, 8, device="openreg")
+        view(dev_big).copy_(expect, non_blocking=non_blocking)
+        assert_close(dev_big.cpu(), ref, msg=name)
+        # openreg:0 (strided) -> openreg:1 (strided)
+        dev1 = torch.zeros(6, 8, device="openreg:1")
+        view(dev1).copy_(src, non_blocking=non_blocking)
+        assert_close(dev1.cpu(), ref, msg=name)
+
+
+@pytest.mark.parametrize(
+    "src_dtype, dst_dtype",
+    [
+        (torch.float32, torch.float64),
+        (torch.float64, torch.int64),
+        (torch.int64, torch.float32),
+        (torch.float32, torch.bfloat16),
+        (torch.bool, torch.float32),
+        (torch.float32, torch.bool),
+    ],
+    ids=str,
+)
+def test_dtype_converting_copies(src_dtype, dst_dtype, two_devices):
+    cpu = sample((5, 7), src_dtype)
+    expect = cpu.to(dst_dtype)
+    # host -> device, converting
+    d = torch.empty(5, 7, dtype=dst_dtype, device="openreg")
+    d.copy_(cpu)
+    assert_close(d.cpu(), expect)
+    # device -> device (same device, .to(dtype)), converting
+    d2 = cpu.to("openreg").to(dst_dtype)
+    assert d2.dtype == dst_dtype and d2.device.type == "openreg"
+    assert_close(d2.cpu(), expect)
+    # device -> host, converting
+    h = torch.empty(5, 7, dtype=dst_dtype)
+    h.copy_(cpu.to("openreg"))
+    assert_close(h, expect)
+    # device -> other device, converting
+    assert_close(cpu.to("openreg:0").to("openreg:1", dtype=dst_dtype).cpu(), expect)
+
+
+def test_broadcasting_copy_matches_cpu():
+    row = torch.arange(4.0)
+    expect = torch.empty(3, 4).copy_(row)
+    d = torch.empty(3, 4, device="openreg").copy_(row)
+    assert_close(d.cpu(), expect)
+
+
+def test_copy_shape_mismatch_is_an_error():
+    with pytest.raises(RuntimeError):
+        torch.empty(3, 4).copy_(torch.ones(5))  # the CPU behaviour
+    with pytest.raises(RuntimeError):
+        torch.empty(3, 4, device="openreg").copy_(torch.ones(5))
+    with pytest.raises(RuntimeError):
+        torch.empty(5).copy_(torch.ones(3, 4, device="openreg"))
+
+
+@pytest.mark.parametrize("where", ["openreg:0", "openreg:1"])
+def test_unbroadcastable_device_copy_raises_at_the_call(where, two_devices):
+    # Same number of elements, incompatible shapes: the CPU refuses at once.
+    with pytest.raises(RuntimeError):
+        torch.empty(3, 4).copy_(torch.ones(2, 6))
+    dst = torch.zeros(3, 4, device=where)
+    src = torch.ones(2, 6, device="openreg:0")
+    try:
+        with pytest.raises(RuntimeError):
+            dst.copy_(src)
+    finally:
+        # Whatever happened, no error may be left to surprise a later, unrelated call.
+        leftover = None
+        try:
+            torch.openreg.synchronize(0)
+            torch.openreg.synchronize(1)
+        except RuntimeError as e:
+            leftover = str(e)
+    assert leftover is None, f"the bad copy was reported later, at an unrelated synchronize: {leftover}"
+
+
+def test_pageable_source_can_be_reused_immediately():
+    src = torch.arange(1000.0)
+    expect = src.clone()
+    d = src.to("openreg", non_blocking=True)
+    src.fill_(-1)
+    assert_close(d.cpu(), expect)
+
+
+# --- scalars and lists -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_item_and_tolist(dtype):
+    cpu = sample((3, 4), dtype)
+    d = cpu.to("openreg:1")
+    assert d.tolist() == cpu.tolist()
+    assert d[1, 2].item() == cpu[1, 2].item()
+    assert type(d[0, 0].item()) is type(cpu[0, 0].item())
+    scalar = sample((), dtype)
+    assert scalar.to("openreg").item() == scalar.item()
+    assert scalar.to("openreg").tolist() == scalar.tolist()
+
+
+def test_item_of_many_elements_is_an_error():
+    with pytest.raises(RuntimeError):
+        torch.ones(2).item()
+    with pytest.raises(RuntimeError):
+        torch.ones(2, device="openreg").item()
+
+
+def test_item_sees_queued_writes():
+    d = torch.zeros((), device="openreg")
+    torch.openreg._sleep(100)
+    d.fill_(5.0)
+    assert d.item() == 5.0
+
+
+# --- views and metadata -------------------------------------------------------
+
+
+def test_views_match_cpu():
+    cpu = sample((4, 6), torch.float32)
+    d = cpu.to("openreg")
+    cases = {
+        "view": lambda t: t.view(3, 8),
+        "view -1": lambda t: t.view(-1),
+        "reshape": lambda t: t.reshape(2, 12),
+        "slice": lambda t: t[1:3, ::2],
+        "select": lambda t: t[2],
+        "narrow": lambda t: t.narrow(1, 2, 3),
+        "unsqueeze": lambda t: t.unsqueeze(0),
+        "permute": lambda t: t.permute(1, 0),
+        "expand": lambda t: t[:1].expand(5, 6),
+        "as_strided": lambda t: t.as_strided((3, 3), (5, 2), 1),
+        "diagonal": lambda t: t.diagonal(),
+        "flatten": lambda t: t.flatten(),
+        "unflatten": lambda t: t.unflatten(1, (2, 3)),
+    }
+    for name, f in cases.items():
+        got, expect = f(d), f(cpu)
+        assert got.shape == expect.shape, name
+        assert got.stride() == expect.stride(), name
+        assert got.storage_offset() == expect.storage_offset(), name
+        assert got.untyped_storage().data_ptr() == d.untyped_storage().data_ptr(), name  # a view, no copy
+        assert_close(got.cpu(), expect, msg=name)
+
+
+def test_transpose_contiguous_copy_back():
+    cpu = sample((5, 7), torch.float32)
+    d = cpu.to("openreg")
+    t = d.t()
+    assert not t.is_contiguous()
+    c = t.contiguous()
+    assert c.is_contiguous()
+    assert c.data_ptr() != d.data_ptr()
+    assert_close(c.cpu(), cpu.t().contiguous())
+    assert_close(d.t().reshape(35).cpu(), cpu.t().reshape(35))  # reshape that must copy
+    assert_close(d.t().clone().cpu(), cpu.t().clone())
+
+
+def test_writes_through_views():
+    cpu = torch.zeros(4, 5)
+    d = cpu.to("openreg")
+    for t in (cpu, d):
+        t[1].fill_(3.0)
+        t[:, 2].fill_(-1.0)
+        t.view(-1)[17:19].zero_()
+        t[3, 1::2] = 7.0
+    assert_close(d.cpu(), cpu)
+
+
+def test_resize_growing_keeps_data():
+    cpu = torch.arange(6.0)
+    d = cpu.to("openreg")
+    d.resize_(4, 5)
+    assert d.shape == (4, 5)
+    assert_close(d.view(-1)[:6].cpu(), cpu)
+    d.resize_(2)
+    assert_close(d.cpu(), cpu[:2])
+    d.resize_(10000)
+    assert_close(d[:6].cpu(), cpu)
+
+
+def test_resize_is_ordered_after_queued_writes():
+    d = torch.zeros(1000, device="openreg")
+    torch.openreg.synchronize()
+    torch.openreg._sleep(200)
+    d.fill_(3.0)
+    d.resize_(100_000)
+    assert_close(d[:1000].cpu(), torch.full((1000,), 3.0))
+
+
+def test_set_shares_storage():
+    src = torch.arange(12.0).to("openreg")
+    t = torch.empty(0, device="openreg")
+    t.set_(src)
+    assert t.data_ptr() == src.data_ptr()
+    assert_close(t.cpu(), torch.arange(12.0))
+    u = torch.empty(0, device="openreg").set_(src.untyped_storage(), 2, (2, 3), (3, 1))
+    assert_close(u.cpu(), torch.arange(12.0).as_strided((2, 3), (3, 1), 2))
+    u.fill_(0.5)  # writes into src's memory
+    expect = torch.arange(12.0)
+    expect.as_strided((2, 3), (3, 1), 2).fill_(0.5)
+    assert_close(src.cpu(), expect)
+    e = torch.ones(3, device="openreg").set_()
+    assert e.shape == (0,) and e.device.type == "openreg"
+
+
+def test_storage_clone_and_copy():
+    d = torch.arange(8.0).to("openreg")
+    s = d.untyped_storage().clone()
+    assert s.device == d.device and s.data_ptr() != d.untyped_storage().data_ptr()
+    assert s.cpu().tolist() == torch.arange(8.0).untyped_storage().tolist()
+
+
+# --- printing ------------------------------------------------------------------
+
+
+def _strip_device(text):
+    return re.sub(r"\s+", " ", re.sub(r",\s*device='openreg:\d+'", "", text))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.tensor([1.0, 2.5, -3.0]),
+        lambda: torch.tensor(3.25),
+        lambda: torch.arange(12, dtype=torch.int64).reshape(3, 4),
+        lambda: torch.tensor([True, False, True]),
+        lambda: torch.tensor([1.5, -2.25], dtype=torch.bfloat16),
+        lambda: torch.tensor([1.0, float("inf"), float("nan"), -float("inf"), 1e-8], dtype=torch.float64),
+        lambda: torch.tensor([1e10, 1.0, 3e-5]),
+        lambda: torch.empty(0, 3),
+        lambda: sample((50, 60), torch.float32),  # summarised
+        lambda: sample((2000,), torch.int64),  # summarised
+        lambda: sample((3, 400, 3), torch.bool),
+    ],
+    ids=["float", "0-dim", "int64", "bool", "bf16", "nonfinite", "sci", "empty", "summary2d", "summary1d", "bool3d"],
+)
+def test_repr_matches_cpu(make):
+    cpu = make()
+    d = cpu.to("openreg")
+    text = repr(d)
+    assert "device='openreg:0'" in text
+    assert _strip_device(text) == _strip_device(repr(cpu))
+    assert _strip_device(str(d)) == _strip_device(str(cpu))
+
+
+def test_repr_of_other_device(two_devices):
+    assert "device='openreg:1'" in repr(torch.ones(2, device="openreg:1"))
+
+
+# --- runtime-only errors ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "op",
+    [lambda x: x + 1, lambda x: x * x, lambda x: x.sum(), lambda x: torch.matmul(x, x), lambda x: x.exp()],
+    ids=["add", "mul", "sum", "matmul", "exp"],
+)
+def test_compute_needs_openreg_eager(op):
+    x = torch.ones(2, 2, device="openreg")
+    with pytest.raises(NotImplementedError, match="pip install openreg"):
+        op(x)
+
+
+def test_fill_with_tensor_on_another_device_is_a_clear_error(two_devices):
+    x = torch.zeros(3, device="openreg:0")
+    with pytest.raises(RuntimeError, match="openreg:1"):
+        x.fill_(torch.tensor(2.0, device="openreg:1"))
+    x.fill_(torch.tensor(2.0))  # a CPU 0-dim value is fine, as on CUDA
+    assert_close(x.cpu(), torch.full((3,), 2.0))
+    x.fill_(torch.tensor(4.0, device="openreg:0"))
+    assert_close(x.cpu(), torch.full((3,), 4.0))
