@@ -1,5 +1,7 @@
-"""Builds the runtime's C++ (core, glue and the _C module) into the package and
-pins the wheel to the torch release it was built against."""
+"""Builds the runtime's C++ (core, glue and the _C module) and pins the wheel to
+the torch release it was built against. Editable installs get the binaries in
+the source tree; wheels get them from a build folder per torch release, so one
+checkout can build for several releases."""
 
 import importlib.util
 from pathlib import Path
@@ -27,22 +29,20 @@ class CustomMetadataHook(MetadataHookInterface):
 class CustomBuildHook(BuildHookInterface):
     def initialize(self, version, build_data):
         b = _builder()
-        release = b.torch_release()
-        build_dir = ROOT / "build" / f"torch-{release}"
+        build_dir = ROOT / "build" / f"torch-{b.torch_release()}"
+        out = PACKAGE if version == "editable" else build_dir / "package"
         include = [f"-I{b.INCLUDE_DIR}"]
         torch_cflags, torch_ldflags = b.torch_flags()
-        lib = ["-L" + str(b.LIB_DIR)]
-        b.build(name="openreg_core", kind="shared", sources=sorted((ROOT / "csrc/core").glob("*.cpp")),
-                out_dir=b.LIB_DIR, build_dir=build_dir, cflags=include, ldflags=["-pthread"])
-        b.build(name="openreg_glue", kind="shared", sources=sorted((ROOT / "csrc/glue").glob("*.cpp")),
-                out_dir=b.LIB_DIR, build_dir=build_dir, cflags=include + torch_cflags,
-                ldflags=torch_ldflags + lib + ["-lopenreg_core", "-Wl,-rpath,$ORIGIN"])
-        b.build(name="_C", sources=sorted((ROOT / "csrc/python").glob("*.cpp")), out_dir=PACKAGE,
-                build_dir=build_dir, cflags=include + torch_cflags,
-                ldflags=torch_ldflags + lib + ["-lopenreg_glue", "-lopenreg_core", "-Wl,-rpath,$ORIGIN/lib"])
-        (PACKAGE / "_build_info.py").write_text(
-            '"""Written by the build: the torch release these binaries were built against."""\n\n'
-            f'TORCH_VERSION = "{release}"\n'
-        )
-        build_data["pure_python"] = False
-        build_data["infer_tag"] = True
+        lib = [f"-L{out / 'lib'}"]
+        built = [
+            b.build(name="openreg_core", kind="shared", sources=sorted((ROOT / "csrc/core").glob("*.cpp")),
+                    out_dir=out / "lib", build_dir=build_dir, cflags=include, ldflags=["-pthread"]),
+            b.build(name="openreg_glue", kind="shared", sources=sorted((ROOT / "csrc/glue").glob("*.cpp")),
+                    out_dir=out / "lib", build_dir=build_dir, cflags=include + torch_cflags,
+                    ldflags=torch_ldflags + lib + ["-lopenreg_core", "-Wl,-rpath,$ORIGIN"]),
+            b.build(name="_C", sources=sorted((ROOT / "csrc/python").glob("*.cpp")), out_dir=out,
+                    build_dir=build_dir, cflags=include + torch_cflags,
+                    ldflags=torch_ldflags + lib + ["-lopenreg_glue", "-lopenreg_core", "-Wl,-rpath,$ORIGIN/lib"]),
+            b.write_build_info(out),
+        ]
+        b.ship(build_data, version, built, out, "openreg_runtime")

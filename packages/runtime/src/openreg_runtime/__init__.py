@@ -26,8 +26,8 @@ def _check_torch() -> None:
 
 _check_torch()
 
-from . import _C  # noqa: E402  (registers allocator, guard, hooks and kernels)
-from . import device  # noqa: E402
+# _C registers the allocator, device guard, hooks and kernels as it loads.
+from . import _C, device  # noqa: E402
 
 
 def _register() -> None:

@@ -78,7 +78,7 @@ def build(
     obj_dir.mkdir(parents=True, exist_ok=True)
     objects = [obj_dir / (Path(s).stem + ".o") for s in sources]
     with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        for f in [pool.submit(_compile, cxx, Path(s), o, flags) for s, o in zip(sources, objects)]:
+        for f in [pool.submit(_compile, cxx, Path(s), o, flags) for s, o in zip(sources, objects, strict=True)]:
             f.result()
     out_dir.mkdir(parents=True, exist_ok=True)
     if kind == "module":
@@ -93,3 +93,24 @@ def build(
         if result.returncode != 0:
             raise RuntimeError(f"linking {target.name} failed:\n{' '.join(cmd)}\n{result.stderr}")
     return target
+
+
+def write_build_info(out_dir: Path) -> Path:
+    """Records the torch release the binaries were built against."""
+    path = out_dir / "_build_info.py"
+    path.write_text(
+        '"""Written by the build: the torch release these binaries were built against."""\n\n'
+        f'TORCH_VERSION = "{torch_release()}"\n'
+    )
+    return path
+
+
+def ship(build_data: dict, version: str, files: list[Path], out_dir: Path, package: str) -> None:
+    """Tells hatchling about built files: a wheel takes them from `out_dir` (as
+    `package`/...), an editable install finds them in the source tree."""
+    build_data["pure_python"] = False
+    build_data["infer_tag"] = True
+    if version != "editable":
+        for f in files:
+            build_data["force_include"][str(f)] = f"{package}/{f.relative_to(out_dir)}"
+

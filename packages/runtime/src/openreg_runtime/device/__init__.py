@@ -1,6 +1,9 @@
 """``torch.openreg``: the CUDA-like device module of the openreg backend."""
 
 from ._devices import (
+    _is_in_bad_fork,
+    _lazy_init,
+    _sleep,
     current_device,
     device,
     device_count,
@@ -15,7 +18,6 @@ from ._devices import (
     set_device,
     synchronize,
 )
-from ._devices import _is_in_bad_fork, _lazy_init, _sleep
 from .memory import (
     empty_cache,
     max_memory_allocated,
