@@ -1,10 +1,37 @@
-"""openreg-eager: compute kernels for the openreg device.
+"""openreg-eager: compute for the openreg device.
 
-The ATen kernels, autocast, RNG ops and the CPU-fallback policy arrive with the
-eager issue. For now this package only imports the runtime, which registers the
-device; it adds no operators of its own.
+Importing it installs the generic kernel: every ATen op that has a CPU kernel
+runs that kernel on openreg device memory in place, asynchronously on the
+current stream, with output shapes worked out on the host (meta kernels).
+Ops whose output shape depends on the data synchronise, as on CUDA. The CPU
+fallback (copying to the CPU and back) is a last resort governed by
+OPENREG_FALLBACK=warn|error|silent.
 """
 
 import openreg_runtime
 
+from ._build_info import TORCH_VERSION as BUILT_FOR_TORCH
+
+openreg_runtime.check_torch_release("openreg-eager", "eager", BUILT_FOR_TORCH)
+
+from . import _C  # noqa: E402  (installs the generic kernel, autocast and openreg:: ops as it loads)
+from .custom_ops import scaled_silu  # noqa: E402
+
 __version__ = "0.1.0"
+
+
+def fallback_counts() -> dict[str, int]:
+    """How many times each op ran through the CPU fallback in this process."""
+    return dict(_C.fallback_counts())
+
+
+def reset_fallback_counts() -> None:
+    _C.reset_fallback_counts()
+
+
+def fallback_policy() -> str:
+    """The OPENREG_FALLBACK policy in force: "warn", "error" or "silent"."""
+    return _C.fallback_policy()
+
+
+__all__ = ["BUILT_FOR_TORCH", "fallback_counts", "fallback_policy", "reset_fallback_counts", "scaled_silu"]

@@ -268,14 +268,11 @@ void DeviceMemory::reset_accumulated() {
   stats_.num_device_alloc = stats_.num_device_free = 0;
 }
 
-HostAccess::HostAccess(std::initializer_list<const void*> ptrs)
-    : HostAccess(std::vector<const void*>(ptrs)) {}
-
-HostAccess::HostAccess(const std::vector<const void*>& ptrs) {
+HostAccess::HostAccess(const void* const* ptrs, std::size_t n) {
   if (!config().strict) return;
   std::lock_guard<std::mutex> lock(g_segments_mu);
-  for (const void* p : ptrs) {
-    auto it = find_segment(reinterpret_cast<std::uintptr_t>(p));
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = find_segment(reinterpret_cast<std::uintptr_t>(ptrs[i]));
     if (it == g_segments.end()) continue;  // host memory
     if (it->second.access++ == 0) {
       mprotect(reinterpret_cast<void*>(it->first), it->second.size, PROT_READ | PROT_WRITE);

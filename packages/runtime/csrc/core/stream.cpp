@@ -19,8 +19,20 @@ namespace {
 
 constexpr int kStreams = kPoolSize + 1;
 // A short spin before sleeping keeps launch-to-run and finish-to-wake latency
-// low without holding a core when the device is idle.
-constexpr int kSpin = 500;
+// low (a futex wake costs microseconds) without holding a core when idle.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+template <typename Pred>
+bool spin_until(Pred done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      __builtin_ia32_pause();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
 
 struct DeviceState {
   std::array<std::atomic<Stream*>, kStreams> streams{};
@@ -71,9 +83,7 @@ uint64_t Stream::launch(const char* name, Task task) {
 void Stream::run() {
   for (;;) {
     Item item;
-    for (int i = 0; i < kSpin && completed_.load(std::memory_order_acquire) == enqueued_.load(std::memory_order_acquire); ++i) {
-      std::this_thread::yield();
-    }
+    spin_until([this] { return !query(); });
     {
       std::unique_lock<std::mutex> lock(mu_);
       worker_sleeping_ = true;
@@ -101,8 +111,7 @@ void Stream::run() {
 }
 
 void Stream::wait_for(uint64_t seq) {
-  for (int i = 0; i < kSpin && !reached(seq); ++i) std::this_thread::yield();
-  if (reached(seq)) return;
+  if (spin_until([&] { return reached(seq); })) return;
   std::unique_lock<std::mutex> lock(mu_);
   ++host_waiters_;
   done_cv_.wait(lock, [&] { return reached(seq); });

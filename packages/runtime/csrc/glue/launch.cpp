@@ -5,7 +5,12 @@
 namespace openreg::glue {
 
 HostView HostView::of(const at::Tensor& t) {
-  return HostView{t.data_ptr(), t.sizes().vec(), t.strides().vec(), t.scalar_type()};
+  HostView v;
+  v.data = t.data_ptr();
+  v.sizes.assign(t.sizes().begin(), t.sizes().end());
+  v.strides.assign(t.strides().begin(), t.strides().end());
+  v.dtype = t.scalar_type();
+  return v;
 }
 
 at::Tensor HostView::tensor() const {
@@ -19,20 +24,6 @@ c10::Stream current_stream(c10::DeviceIndex device) {
 
 Stream& core_stream(const c10::Stream& stream) {
   return checked([&]() -> Stream& { return get_stream(stream.device_index(), static_cast<int>(stream.id())); });
-}
-
-uint64_t launch(c10::DeviceIndex device, const char* name, std::vector<const void*> touches,
-                std::function<void()> fn) {
-  return checked([&] {
-    return openreg::current_stream(device).launch(name, [touches = std::move(touches), fn = std::move(fn)] {
-      HostAccess access(touches);
-      try {
-        fn();
-      } catch (const c10::Error& e) {
-        throw Error(e.what_without_backtrace());
-      }
-    });
-  });
 }
 
 void wait(c10::DeviceIndex device, uint64_t seq) {

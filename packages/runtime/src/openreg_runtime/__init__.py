@@ -13,18 +13,20 @@ from ._build_info import TORCH_VERSION as BUILT_FOR_TORCH
 __version__ = "0.1.0"
 
 
-def _check_torch() -> None:
+def check_torch_release(distribution: str, folder: str, built_for: str) -> None:
+    """Raises ImportError unless the installed torch is the release `distribution`'s
+    C++ was built against: an extension built for another release is broken."""
     installed = torch.__version__.split("+")[0]
-    if installed != BUILT_FOR_TORCH:
+    if installed != built_for:
         raise ImportError(
-            f"openreg-runtime was built against torch {BUILT_FOR_TORCH}, but torch {installed} is installed; "
+            f"{distribution} was built against torch {built_for}, but torch {installed} is installed; "
             "its C++ extension only works with the release it was built for. Rebuild it against the installed "
-            "torch: pip install --no-build-isolation --force-reinstall --no-deps openreg-runtime "
-            "(from a source checkout: pip install --no-build-isolation packages/runtime)"
+            f"torch: pip install --no-build-isolation --force-reinstall --no-deps {distribution} "
+            f"(from a source checkout: pip install --no-build-isolation packages/{folder})"
         )
 
 
-_check_torch()
+check_torch_release("openreg-runtime", "runtime", BUILT_FOR_TORCH)
 
 # _C registers the allocator, device guard, hooks and kernels as it loads.
 from . import _C, device  # noqa: E402
@@ -44,4 +46,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["BUILT_FOR_TORCH", "device"]
+__all__ = ["BUILT_FOR_TORCH", "check_torch_release", "device"]

@@ -4,6 +4,7 @@
 // CUDA-style statistics, and strict mode's page protection.
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,8 +84,8 @@ int device_of(const void* ptr);
 // strict mode (OPENREG_STRICT=1); costs nothing otherwise.
 class HostAccess {
  public:
-  HostAccess(std::initializer_list<const void*> ptrs);
-  explicit HostAccess(const std::vector<const void*>& ptrs);
+  HostAccess(std::initializer_list<const void*> ptrs) : HostAccess(ptrs.begin(), ptrs.size()) {}
+  HostAccess(const void* const* ptrs, std::size_t n);
   ~HostAccess();
   HostAccess(const HostAccess&) = delete;
   HostAccess& operator=(const HostAccess&) = delete;

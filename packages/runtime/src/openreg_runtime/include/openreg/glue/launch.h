@@ -4,9 +4,9 @@
 // place (zero-copy) inside the stream's worker.
 #include <ATen/ATen.h>
 #include <c10/core/Stream.h>
+#include <c10/util/SmallVector.h>
 
-#include <functional>
-#include <vector>
+#include <utility>
 
 #include "openreg/core/error.h"
 #include "openreg/core/memory.h"
@@ -18,7 +18,7 @@ namespace openreg::glue {
 // tensor (and so its memory) alive: device memory is freed in stream order.
 struct HostView {
   void* data = nullptr;
-  std::vector<int64_t> sizes, strides;
+  c10::SmallVector<int64_t, 5> sizes, strides;
   at::ScalarType dtype = at::kFloat;
 
   static HostView of(const at::Tensor& t);
@@ -28,16 +28,9 @@ struct HostView {
 c10::Stream current_stream(c10::DeviceIndex device);
 Stream& core_stream(const c10::Stream& stream);
 
-// Queues `fn` on the current stream of `device` and returns its sequence
-// number. c10 errors thrown by `fn` are reported without their C++ backtrace.
-// `touches` lists device pointers `fn` reads or writes (strict mode opens
-// them for the task's duration).
-uint64_t launch(c10::DeviceIndex device, const char* name, std::vector<const void*> touches,
-                std::function<void()> fn);
-
-// Waits for task `seq` on the current stream of `device`, then raises any
-// failure recorded on the device.
-void wait(c10::DeviceIndex device, uint64_t seq);
+// Device pointers a task reads or writes: strict mode opens them for the
+// task's duration.
+using Touches = c10::SmallVector<const void*, 8>;
 
 // Runs a core call, turning openreg::Error into a c10::Error with the same
 // message (and OutOfMemory into torch.OutOfMemoryError).
@@ -51,5 +44,26 @@ auto checked(F&& f) -> decltype(f()) {
     C10_THROW_ERROR(Error, err.what());
   }
 }
+
+// Queues `fn` on the current stream of `device` and returns its sequence
+// number. c10 errors thrown by `fn` are reported without their C++ backtrace.
+template <typename F>
+uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& fn) {
+  return checked([&] {
+    return openreg::current_stream(device).launch(
+        name, [touches = std::move(touches), fn = std::forward<F>(fn)]() mutable {
+          HostAccess access(touches.data(), touches.size());
+          try {
+            fn();
+          } catch (const c10::Error& e) {
+            throw Error(e.what_without_backtrace());
+          }
+        });
+  });
+}
+
+// Waits for task `seq` on the current stream of `device`, then raises any
+// failure recorded on the device.
+void wait(c10::DeviceIndex device, uint64_t seq);
 
 }  // namespace openreg::glue

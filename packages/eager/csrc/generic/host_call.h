@@ -1,0 +1,45 @@
+#pragma once
+// Running an op's CPU kernel on device memory: the arguments are captured on
+// the host at launch (device tensors as HostViews, which do not own memory;
+// device memory is reused in stream order) and turned into a CPU stack inside
+// the stream's task.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <optional>
+#include <vector>
+
+#include "openreg/glue/launch.h"
+
+namespace openreg::eager {
+
+class HostCall {
+ public:
+  // `generator_arg`: index of the op's Generator? argument, or -1.
+  HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device);
+
+  // Appends out= tensors (device results) after the arguments.
+  void add_out(const at::Tensor& t);
+
+  // Calls `op`'s CPU kernel on the host views; returns what it left on the stack.
+  torch::jit::Stack run(const c10::OperatorHandle& op) const;
+
+  // Device memory the call reads or writes (opened by strict mode).
+  const glue::Touches& touches() const { return touches_; }
+
+ private:
+  struct Arg {
+    c10::IValue value;                              // as given, unless a device tensor
+    std::optional<glue::HostView> view;             // a device tensor
+    std::vector<std::optional<glue::HostView>> list;  // a list holding device tensors
+    bool optional_list = false;                     // Tensor?[] rather than Tensor[]
+  };
+  Arg capture(const c10::IValue& v);
+
+  std::vector<Arg> args_;
+  glue::Touches touches_;
+  int generator_arg_;
+  mutable at::Generator generator_;  // the device generator drawn from, if any (run() locks it)
+};
+
+}  // namespace openreg::eager

@@ -1,0 +1,212 @@
+// The generic openreg kernel, installed as the runtime's PrivateUse1 fallback
+// handler: it serves every ATen op that has a CPU kernel by running that
+// kernel on device memory in place.
+//
+//  - view ops: result shapes from meta, results share the input's memory;
+//  - everything else: shapes from meta (cached), results allocated on the
+//    device, the CPU kernel (its out= overload when there is one, so results
+//    are written in place) queued on the current stream;
+//  - data-dependent shapes and non-tensor results: the stream is synchronised
+//    and the CPU kernel runs on the host, as CUDA synchronises for them.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <memory>
+
+#include "../fallback/policy.h"
+#include "host_call.h"
+#include "meta.h"
+#include "op_info.h"
+#include "openreg/core/device.h"
+#include "openreg/glue/allocator.h"
+#include "openreg/glue/fallback.h"
+#include "openreg/glue/launch.h"
+
+namespace openreg::eager {
+namespace {
+
+constexpr auto kOpenreg = c10::DeviceType::PrivateUse1;
+
+template <typename F>
+void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
+  for (const auto& a : args) {
+    if (a.isTensor()) {
+      f(a.toTensor());
+    } else if (a.isTensorList() || a.isOptionalTensorList()) {
+      for (const c10::IValue& e : a.toListRef()) {
+        if (e.isTensor()) f(e.toTensor());
+      }
+    }
+  }
+}
+
+// The openreg device the op runs on. As on CUDA, tensors of one op must be on
+// one device, CPU scalars (0-dim tensors) and CPU indices excepted.
+c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  std::optional<c10::Device> device, other;
+  for_each_tensor(args, [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.device().type() == kOpenreg) {
+      if (!device) device = t.device();
+      else if (t.device() != *device && !other) other = t.device();
+    } else if (!(t.is_cpu() && (t.dim() == 0 || info.cpu_indices_ok)) && !other) {
+      other = t.device();
+    }
+  });
+  if (device && other) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
+                " and ", *other, "! (in '", op.schema().operator_name(), "'). Move them to one device with .to().");
+  }
+  if (device) return device->index();
+  if (info.device_arg >= 0 && args[info.device_arg].isDevice()) {
+    auto d = args[info.device_arg].toDevice();
+    if (d.type() == kOpenreg && d.has_index()) return d.index();
+  }
+  return static_cast<c10::DeviceIndex>(current_device());
+}
+
+at::Tensor allocate(const TensorMeta& m) {
+  return at::detail::empty_strided_generic(m.sizes, m.strides, glue::device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype);
+}
+
+at::Tensor alias_of(const at::Tensor& base, const TensorMeta& m) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
+                                                    base.key_set(), c10::scalarTypeToTypeMeta(m.dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, m.offset);
+  return t;
+}
+
+c10::IValue pack(std::vector<at::Tensor> tensors, const c10::Argument& ret) {
+  if (ret.type()->kind() == c10::TypeKind::TensorType) return tensors.at(0);
+  return c10::List<at::Tensor>(tensors);
+}
+
+void run_view(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info, size_t n) {
+  auto args = torch::jit::last(*stack, n);
+  auto meta = infer_meta(op, args, /*use_cache=*/false);
+  TORCH_CHECK(meta, "'", op.schema().operator_name(), "' is a view op without a meta kernel, so openreg cannot "
+              "work out the view's shape");
+  std::vector<c10::IValue> results;
+  const auto& rets = op.schema().returns();
+  for (size_t i = 0; i < rets.size(); ++i) {
+    const at::Tensor& base = args[info.result_alias[i]].toTensor();
+    std::vector<at::Tensor> views;
+    for (const auto& m : meta->results[i]) views.push_back(alias_of(base, m));
+    results.push_back(pack(std::move(views), rets[i]));
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& r : results) stack->push_back(std::move(r));
+}
+
+void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info, size_t n,
+                 c10::DeviceIndex device) {
+  auto args = torch::jit::last(*stack, n);
+  glue::checked([&] { openreg::current_stream(device).synchronize(); });
+  HostCall call(args, info.generator_arg, device);
+  torch::jit::Stack out;
+  {
+    HostAccess access(call.touches().data(), call.touches().size());
+    try {
+      out = call.run(op);
+    } catch (const c10::Error& e) {
+      if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
+      return cpu_fallback(op, stack, "its CPU kernel resizes device memory");
+    }
+  }
+  std::vector<c10::IValue> results;
+  const c10::Device where(kOpenreg, device);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int alias = i < info.result_alias.size() ? info.result_alias[i] : -1;
+    if (alias >= 0) {
+      results.push_back(args[alias]);
+    } else if (out[i].isTensor()) {
+      results.push_back(out[i].toTensor().to(where));
+    } else if (out[i].isTensorList()) {
+      std::vector<at::Tensor> moved;
+      for (const at::Tensor& t : out[i].toTensorList()) moved.push_back(t.to(where));
+      results.push_back(c10::List<at::Tensor>(moved));
+    } else {
+      results.push_back(out[i]);
+    }
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& r : results) stack->push_back(std::move(r));
+}
+
+bool same_shape(const at::Tensor& t, const TensorMeta& m) {
+  return t.sizes() == c10::IntArrayRef(m.sizes) && t.strides() == c10::IntArrayRef(m.strides);
+}
+
+void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info, size_t n,
+               c10::DeviceIndex device, const MetaResult& meta) {
+  auto args = torch::jit::last(*stack, n);
+  // out= tensors of the wrong shape are resized on the host, as the CPU
+  // kernel would do, before their memory is captured.
+  for (size_t i = 0; i < n; ++i) {
+    if (meta.written[i] && !same_shape(args[i].toTensor(), *meta.written[i])) {
+      const auto& m = *meta.written[i];
+      args[i].toTensor().resize_(m.sizes).as_strided_(m.sizes, m.strides);
+    }
+  }
+  auto call = std::make_shared<HostCall>(args, info.generator_arg, device);
+  const auto& rets = op.schema().returns();
+  std::vector<c10::IValue> results;
+  std::vector<glue::HostView> copy_into;  // results a functional CPU kernel returns
+  for (size_t i = 0; i < rets.size(); ++i) {
+    if (info.result_alias[i] >= 0) {
+      results.push_back(args[info.result_alias[i]]);
+      continue;
+    }
+    std::vector<at::Tensor> fresh;
+    for (const auto& m : meta.results[i]) {
+      fresh.push_back(allocate(m));
+      if (info.out_variant) call->add_out(fresh.back());
+      else copy_into.push_back(glue::HostView::of(fresh.back()));
+    }
+    results.push_back(pack(std::move(fresh), rets[i]));
+  }
+  glue::Touches touches = call->touches();
+  for (const auto& v : copy_into) touches.push_back(v.data);
+  const c10::OperatorHandle target = info.out_variant ? *info.out_variant : op;
+  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call, target, copy_into] {
+    torch::jit::Stack out = call->run(target);
+    if (copy_into.empty()) return;
+    size_t k = 0;
+    for (const auto& v : out) {
+      if (v.isTensor()) {
+        copy_into.at(k++).tensor().copy_(v.toTensor());
+      } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList()) copy_into.at(k++).tensor().copy_(t);
+      }
+    }
+  });
+  torch::jit::drop(*stack, n);
+  for (auto& r : results) stack->push_back(std::move(r));
+}
+
+void generic_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpInfo& info = op_info(op);
+  const size_t n = op.schema().arguments().size();
+  auto args = torch::jit::last(*stack, n);
+  const c10::DeviceIndex device = common_device(op, args, info);
+  c10::DeviceGuard guard(c10::Device(kOpenreg, device));
+  TORCH_CHECK_NOT_IMPLEMENTED(op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "'",
+                              op.schema().operator_name(), "' is not implemented for openreg: it has no CPU kernel "
+                              "for openreg to run on device memory");
+  if (info.view) return run_view(op, stack, info, n);
+  if (!info.host_result) {
+    if (auto meta = infer_meta(op, args, /*use_cache=*/true)) return run_async(op, stack, info, n, device, *meta);
+  }
+  run_on_host(op, stack, info, n, device);
+}
+
+const bool g_installed = [] {
+  glue::set_fallback_handler(&generic_kernel);
+  return true;
+}();
+
+}  // namespace
+}  // namespace openreg::eager

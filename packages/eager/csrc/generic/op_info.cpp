@@ -1,0 +1,89 @@
+#include "op_info.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace openreg::eager {
+namespace {
+
+bool is_tensor_like(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  if (auto opt = t->cast<c10::OptionalType>()) return is_tensor_like(opt->getElementType());
+  if (auto list = t->cast<c10::ListType>()) return is_tensor_like(list->getElementType());
+  return false;
+}
+
+int aliased_argument(const c10::FunctionSchema& schema, const c10::Argument& ret) {
+  if (ret.alias_info() == nullptr) return -1;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* a = args[i].alias_info();
+    if (a != nullptr && a->beforeSets() == ret.alias_info()->beforeSets()) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The out= overload of `op`: same name, the functional arguments in order,
+// then one out tensor per result.
+std::optional<c10::OperatorHandle> find_out_variant(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  const auto& args = schema.arguments();
+  const auto& rets = schema.returns();
+  for (const auto& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name != schema.name() || name.overload_name == schema.overload_name()) continue;
+    auto candidate = c10::Dispatcher::singleton().findSchema(name);
+    if (!candidate) continue;
+    const auto& cargs = candidate->schema().arguments();
+    if (cargs.size() != args.size() + rets.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < args.size() && match; ++i) {
+      match = cargs[i].name() == args[i].name() && *cargs[i].type() == *args[i].type();
+    }
+    for (size_t i = args.size(); i < cargs.size() && match; ++i) {
+      match = cargs[i].is_out() && cargs[i].type()->kind() == c10::TypeKind::TensorType;
+    }
+    if (match && candidate->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)) return candidate;
+  }
+  return std::nullopt;
+}
+
+OpInfo analyse(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  OpInfo info;
+  bool mutates = false;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto& a = schema.arguments()[i];
+    if (a.alias_info() && a.alias_info()->isWrite()) mutates = true;
+    auto kind = a.type()->kind();
+    if (auto opt = a.type()->cast<c10::OptionalType>()) kind = opt->getElementType()->kind();
+    if (kind == c10::TypeKind::GeneratorType) info.generator_arg = static_cast<int>(i);
+    if (kind == c10::TypeKind::DeviceObjType) info.device_arg = static_cast<int>(i);
+  }
+  bool aliases_input = false;
+  for (const auto& r : schema.returns()) {
+    if (!is_tensor_like(r.type())) info.host_result = true;
+    int alias = aliased_argument(schema, r);
+    info.result_alias.push_back(alias);
+    if (alias >= 0 && !(r.alias_info()->isWrite())) aliases_input = true;
+  }
+  info.view = aliases_input && !mutates;
+  if (!mutates && !info.view && !info.host_result && !schema.returns().empty()) info.out_variant = find_out_variant(op);
+  const auto& name = schema.name();
+  info.cpu_indices_ok = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
+                        name == "aten::_index_put_impl_";
+  return info;
+}
+
+}  // namespace
+
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<const c10::FunctionSchema*, OpInfo> infos;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = infos.find(&op.schema());
+  if (it == infos.end()) it = infos.emplace(&op.schema(), analyse(op)).first;
+  return it->second;
+}
+
+}  // namespace openreg::eager

@@ -1,0 +1,32 @@
+#pragma once
+// What the generic kernel needs to know about an operator, read once from its
+// schema: which arguments it writes, which inputs its results alias, and the
+// out= overload that lets a functional op write straight into device memory.
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <vector>
+
+namespace openreg::eager {
+
+struct OpInfo {
+  // Results alias an input without writing it (view ops): they share memory.
+  bool view = false;
+  // Some result is not a tensor (bool, int, float...): the host needs its value.
+  bool host_result = false;
+  // Per result, the argument it aliases (in-place and out= ops), or -1.
+  std::vector<int> result_alias;
+  // The out= overload taking the same arguments plus one out tensor per
+  // result, when this is a functional op that has one.
+  std::optional<c10::OperatorHandle> out_variant;
+  // Index of a Generator? argument, or -1.
+  int generator_arg = -1;
+  // Index of a Device? argument (factories), or -1.
+  int device_arg = -1;
+  // Accepts CPU index tensors alongside device tensors, as CUDA does.
+  bool cpu_indices_ok = false;
+};
+
+const OpInfo& op_info(const c10::OperatorHandle& op);
+
+}  // namespace openreg::eager
