@@ -88,6 +88,12 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Runs benchmarks/runtime.py (openreg against the CPU); e.g. `nox -s bench -- --json out.json`."""
+    """Runs the benchmarks (openreg against the CPU); e.g. `nox -s bench -- --json out.json` writes
+    out-runtime.json and out-eager.json."""
     install_openreg(session, TORCH[0])
-    session.run("python", str(ROOT / "benchmarks" / "runtime.py"), *session.posargs)
+    for suite in ("runtime", "eager"):
+        args = list(session.posargs)
+        if "--json" in args:
+            path = Path(args[args.index("--json") + 1])
+            args[args.index("--json") + 1] = str(path.with_name(f"{path.stem}-{suite}{path.suffix}"))
+        session.run("python", str(ROOT / "benchmarks" / f"{suite}.py"), *args)

@@ -123,7 +123,8 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     if (alias >= 0) {
       results.push_back(args[alias]);
     } else if (out[i].isTensor()) {
-      results.push_back(out[i].toTensor().to(where));
+      const at::Tensor& t = out[i].toTensor();
+      results.push_back(t.defined() ? t.to(where) : t);
     } else if (out[i].isTensorList()) {
       std::vector<at::Tensor> moved;
       for (const at::Tensor& t : out[i].toTensorList()) moved.push_back(t.to(where));
@@ -153,8 +154,13 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
   }
   auto call = std::make_shared<HostCall>(args, info.generator_arg, device);
   const auto& rets = op.schema().returns();
+  // The out= overload writes results in place; it cannot skip a result.
+  bool via_out = info.out_variant.has_value();
+  for (const auto& r : meta.results) {
+    for (const auto& m : r) via_out = via_out && m.defined;
+  }
   std::vector<c10::IValue> results;
-  std::vector<glue::HostView> copy_into;  // results a functional CPU kernel returns
+  std::vector<glue::HostView> copy_into;  // results a functional CPU kernel returns (data null: skipped)
   for (size_t i = 0; i < rets.size(); ++i) {
     if (info.result_alias[i] >= 0) {
       results.push_back(args[info.result_alias[i]]);
@@ -162,24 +168,30 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
     }
     std::vector<at::Tensor> fresh;
     for (const auto& m : meta.results[i]) {
-      fresh.push_back(allocate(m));
-      if (info.out_variant) call->add_out(fresh.back());
-      else copy_into.push_back(glue::HostView::of(fresh.back()));
+      fresh.push_back(m.defined ? allocate(m) : at::Tensor());
+      if (via_out) call->add_out(fresh.back());
+      else copy_into.push_back(m.defined ? glue::HostView::of(fresh.back()) : glue::HostView{});
     }
     results.push_back(pack(std::move(fresh), rets[i]));
   }
   glue::Touches touches = call->touches();
-  for (const auto& v : copy_into) touches.push_back(v.data);
-  const c10::OperatorHandle target = info.out_variant ? *info.out_variant : op;
+  for (const auto& v : copy_into) {
+    if (v.data != nullptr) touches.push_back(v.data);
+  }
+  const c10::OperatorHandle target = via_out ? *info.out_variant : op;
   glue::launch(device, op.schema().name().c_str(), std::move(touches), [call, target, copy_into] {
     torch::jit::Stack out = call->run(target);
     if (copy_into.empty()) return;
     size_t k = 0;
+    auto take = [&](const at::Tensor& t) {
+      const auto& into = copy_into.at(k++);
+      if (into.data != nullptr) into.tensor().copy_(t);
+    };
     for (const auto& v : out) {
       if (v.isTensor()) {
-        copy_into.at(k++).tensor().copy_(v.toTensor());
+        take(v.toTensor());
       } else if (v.isTensorList()) {
-        for (const at::Tensor& t : v.toTensorList()) copy_into.at(k++).tensor().copy_(t);
+        for (const at::Tensor& t : v.toTensorList()) take(t);
       }
     }
   });
@@ -187,7 +199,30 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
   for (auto& r : results) stack->push_back(std::move(r));
 }
 
-void generic_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// PyTorch routes some ops of devices it does not know to "_overrideable" ops
+// with no kernel; the CPU's op for the same work serves them.
+const c10::OperatorHandle& cpu_equivalent(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static const auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  static const auto conv_backward = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  const auto& name = op.schema().name();
+  if (name == "aten::convolution_overrideable") return conv;  // same arguments
+  if (name == "aten::convolution_backward_overrideable") {
+    // convolution_backward also takes the bias sizes, after the weight.
+    auto args = torch::jit::last(*stack, op.schema().arguments().size());
+    const at::Tensor& weight = args[2].toTensor();
+    const bool transposed = args[6].toBool();
+    const int64_t groups = args[8].toInt();
+    const bool wants_bias = args[9].toBoolList().get(2);
+    std::optional<std::vector<int64_t>> bias_sizes;
+    if (wants_bias) bias_sizes = std::vector<int64_t>{transposed ? weight.size(1) * groups : weight.size(0)};
+    stack->insert(stack->end() - 7, bias_sizes ? c10::IValue(*bias_sizes) : c10::IValue());
+    return conv_backward;
+  }
+  return op;
+}
+
+void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack) {
+  const c10::OperatorHandle& op = cpu_equivalent(called, stack);
   const OpInfo& info = op_info(op);
   const size_t n = op.schema().arguments().size();
   auto args = torch::jit::last(*stack, n);
@@ -209,4 +244,10 @@ const bool g_installed = [] {
 }();
 
 }  // namespace
+
+// These have composite kernels that only raise, so the fallback never sees them.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+}
 }  // namespace openreg::eager

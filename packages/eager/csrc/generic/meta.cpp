@@ -118,6 +118,7 @@ std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10
 }  // namespace
 
 TensorMeta meta_of(const at::Tensor& t) {
+  if (!t.defined()) return TensorMeta{at::ScalarType::Undefined, {}, {}, 0, false};
   return TensorMeta{t.scalar_type(), t.sizes().vec(), t.strides().vec(), t.storage_offset()};
 }
 

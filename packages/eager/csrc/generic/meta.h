@@ -15,6 +15,7 @@ struct TensorMeta {
   at::ScalarType dtype;
   std::vector<int64_t> sizes, strides;
   int64_t offset;
+  bool defined = true;  // ops such as convolution_backward skip some results
 };
 
 struct MetaResult {
