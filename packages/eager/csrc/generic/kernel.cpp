@@ -243,6 +243,25 @@ const bool g_installed = [] {
   return true;
 }();
 
+// Structured ops have generic wrappers (CompositeExplicitAutogradNonFunctional)
+// that would work out shapes on the host and call the out= op, and for in-place
+// variants write a temporary and copy it back: the generic kernel serves them
+// directly instead, writing in place.
+const bool g_structured = [] {
+  static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name :
+       dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+    auto op = dispatcher.findSchema(name);
+    if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+  }
+  return true;
+}();
+
 }  // namespace
 
 // These have composite kernels that only raise, so the fallback never sees them.
