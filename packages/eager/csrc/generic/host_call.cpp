@@ -10,15 +10,49 @@
 
 namespace openreg::eager {
 
+namespace {
+
+// Takes the device generator's state for one launch and moves the generator
+// on to a state derived from it, so the next launch draws fresh numbers
+// whatever this one consumes. initial_seed() is kept.
+at::Generator take_state(const at::Generator& device_generator) {
+  auto* dev = device_generator.get<at::CPUGeneratorImpl>();
+  at::Generator snapshot = at::make_generator<at::CPUGeneratorImpl>();
+  auto* snap = snapshot.get<at::CPUGeneratorImpl>();
+  std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(device_generator).mutex());
+  snap->set_engine(dev->engine());
+  snap->set_next_float_normal_sample(dev->next_float_normal_sample());
+  snap->set_next_double_normal_sample(dev->next_double_normal_sample());
+  at::mt19937 derive = dev->engine();
+  const uint64_t next_seed = (static_cast<uint64_t>(derive()) << 32) | derive();
+  auto state = at::mt19937(next_seed).data();
+  state.seed_ = dev->engine().seed();
+  at::mt19937 next;
+  next.set_data(state);
+  dev->set_engine(next);
+  dev->set_next_float_normal_sample(std::nullopt);
+  dev->set_next_double_normal_sample(std::nullopt);
+  return snapshot;
+}
+
+at::Tensor read_now(const at::Tensor& t) {
+  // Python numbers arrive as fresh wrapped tensors that nothing else holds.
+  return t.defined() && t.is_cpu() && !t.unsafeGetTensorImpl()->is_wrapped_number() ? t.clone() : t;
+}
+
+}  // namespace
+
 HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device)
     : generator_arg_(generator_arg) {
-  args_.reserve(args.size());
+  args_.reserve(args.size() + 2);
   for (const auto& a : args) args_.push_back(capture(a));
+  n_inputs_ = args_.size();
   if (generator_arg >= 0) {
     const auto& g = args[generator_arg];
-    generator_ = g.isNone() ? glue::default_generator(device) : g.toGenerator();
-    TORCH_CHECK(generator_.device().type() == c10::DeviceType::PrivateUse1, "expected a generator on openreg, but got one on ",
-                generator_.device());
+    const at::Generator& gen = g.isNone() ? glue::default_generator(device) : g.toGenerator();
+    TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a generator on openreg, but got one on ",
+                gen.device());
+    snapshot_ = take_state(gen);
   }
 }
 
@@ -44,7 +78,19 @@ HostCall::Arg HostCall::capture(const c10::IValue& v) {
       }
     }
     if (!any) arg.list.clear();
-    arg.value = v;  // keeps CPU members alive and supplies them at run time
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> now;
+      for (const at::Tensor& t : v.toTensorList()) now.push_back(read_now(t));
+      arg.value = now;
+    } else {
+      c10::List<std::optional<at::Tensor>> now;
+      for (const c10::IValue& e : v.toListRef()) {
+        now.push_back(e.isNone() ? std::nullopt : std::optional<at::Tensor>(read_now(e.toTensor())));
+      }
+      arg.value = now;
+    }
+  } else if (v.isTensor()) {
+    arg.value = read_now(v.toTensor());
   } else if (v.isDevice()) {
     arg.value = c10::Device(at::kCPU);
   } else {
@@ -55,10 +101,11 @@ HostCall::Arg HostCall::capture(const c10::IValue& v) {
 
 void HostCall::add_out(const at::Tensor& t) { args_.push_back(capture(t)); }
 
-torch::jit::Stack HostCall::run(const c10::OperatorHandle& op) const {
+torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
   torch::jit::Stack stack;
   stack.reserve(args_.size());
-  for (const Arg& a : args_) {
+  for (size_t i = 0; i < (with_outs ? args_.size() : n_inputs_); ++i) {
+    const Arg& a = args_[i];
     if (a.view) {
       stack.emplace_back(a.view->tensor());
     } else if (!a.list.empty()) {
@@ -79,24 +126,8 @@ torch::jit::Stack HostCall::run(const c10::OperatorHandle& op) const {
       stack.push_back(a.value);
     }
   }
-  if (generator_arg_ < 0) {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-    return stack;
-  }
-  // CPU kernels only draw from CPU generators: lend the device generator's
-  // state to a CPU one for the call, and take it back afterwards.
-  auto* device_gen = generator_.get<at::CPUGeneratorImpl>();
-  std::lock_guard<std::mutex> lock(generator_.mutex());
-  thread_local at::Generator cpu = at::make_generator<at::CPUGeneratorImpl>();
-  auto* cpu_gen = cpu.get<at::CPUGeneratorImpl>();
-  cpu_gen->set_engine(device_gen->engine());
-  cpu_gen->set_next_float_normal_sample(device_gen->next_float_normal_sample());
-  cpu_gen->set_next_double_normal_sample(device_gen->next_double_normal_sample());
-  stack[generator_arg_] = cpu;
+  if (generator_arg_ >= 0) stack[generator_arg_] = snapshot_.clone();  // a retry draws the same numbers
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-  device_gen->set_engine(cpu_gen->engine());
-  device_gen->set_next_float_normal_sample(cpu_gen->next_float_normal_sample());
-  device_gen->set_next_double_normal_sample(cpu_gen->next_double_normal_sample());
   return stack;
 }
 

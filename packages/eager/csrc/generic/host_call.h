@@ -1,8 +1,8 @@
 #pragma once
 // Running an op's CPU kernel on device memory: the arguments are captured on
-// the host at launch (device tensors as HostViews, which do not own memory;
-// device memory is reused in stream order) and turned into a CPU stack inside
-// the stream's task.
+// the host at launch (device tensors as HostViews, which do not own memory,
+// since device memory is reused in stream order; CPU tensors as copies, read at
+// the call as on CUDA) and turned into a CPU stack inside the stream's task.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
@@ -21,8 +21,9 @@ class HostCall {
   // Appends out= tensors (device results) after the arguments.
   void add_out(const at::Tensor& t);
 
-  // Calls `op`'s CPU kernel on the host views; returns what it left on the stack.
-  torch::jit::Stack run(const c10::OperatorHandle& op) const;
+  // Calls `op`'s CPU kernel on the host views, with or without the out=
+  // tensors; returns what it left on the stack.
+  torch::jit::Stack run(const c10::OperatorHandle& op, bool with_outs = false) const;
 
   // Device memory the call reads or writes (opened by strict mode).
   const glue::Touches& touches() const { return touches_; }
@@ -37,9 +38,12 @@ class HostCall {
   Arg capture(const c10::IValue& v);
 
   std::vector<Arg> args_;
+  size_t n_inputs_ = 0;
   glue::Touches touches_;
   int generator_arg_;
-  mutable at::Generator generator_;  // the device generator drawn from, if any (run() locks it)
+  // The device generator's state at launch, lent to the CPU kernel: draws
+  // follow the host's order of launches, whenever the task runs.
+  at::Generator snapshot_;
 };
 
 }  // namespace openreg::eager

@@ -9,10 +9,12 @@
 //  - data-dependent shapes and non-tensor results: the stream is synchronised
 //    and the CPU kernel runs on the host, as CUDA synchronises for them.
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "../fallback/policy.h"
@@ -149,7 +151,13 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
   for (size_t i = 0; i < n; ++i) {
     if (meta.written[i] && !same_shape(args[i].toTensor(), *meta.written[i])) {
       const auto& m = *meta.written[i];
-      args[i].toTensor().resize_(m.sizes).as_strided_(m.sizes, m.strides);
+      auto* impl = args[i].toTensor().unsafeGetTensorImpl();
+      const size_t needed = at::detail::computeStorageNbytes(m.sizes, m.strides, impl->itemsize(),
+                                                             impl->storage_offset());
+      if (needed > impl->storage().nbytes()) {
+        at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(needed));
+      }
+      impl->set_sizes_and_strides(m.sizes, m.strides);
     }
   }
   auto call = std::make_shared<HostCall>(args, info.generator_arg, device);
@@ -160,32 +168,42 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
     for (const auto& m : r) via_out = via_out && m.defined;
   }
   std::vector<c10::IValue> results;
-  std::vector<glue::HostView> copy_into;  // results a functional CPU kernel returns (data null: skipped)
+  std::vector<glue::HostView> into;  // the fresh results (data null: a skipped result)
   for (size_t i = 0; i < rets.size(); ++i) {
-    if (info.result_alias[i] >= 0) {
+    if (info.result_alias[i] >= 0) {  // written in place: nothing to copy
       results.push_back(args[info.result_alias[i]]);
+      into.resize(into.size() + meta.results[i].size());
       continue;
     }
     std::vector<at::Tensor> fresh;
     for (const auto& m : meta.results[i]) {
       fresh.push_back(m.defined ? allocate(m) : at::Tensor());
       if (via_out) call->add_out(fresh.back());
-      else copy_into.push_back(m.defined ? glue::HostView::of(fresh.back()) : glue::HostView{});
+      into.push_back(m.defined ? glue::HostView::of(fresh.back()) : glue::HostView{});
     }
     results.push_back(pack(std::move(fresh), rets[i]));
   }
   glue::Touches touches = call->touches();
-  for (const auto& v : copy_into) {
+  for (const auto& v : into) {
     if (v.data != nullptr) touches.push_back(v.data);
   }
-  const c10::OperatorHandle target = via_out ? *info.out_variant : op;
-  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call, target, copy_into] {
-    torch::jit::Stack out = call->run(target);
-    if (copy_into.empty()) return;
+  std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
+  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call, op, out_op, into] {
+    if (out_op) {
+      try {
+        call->run(*out_op, /*with_outs=*/true);  // wrote the results in place
+        return;
+      } catch (const c10::Error&) {
+        // A few CPU out= kernels use their outputs as scratch space of another
+        // shape, which device memory cannot be: compute functionally instead.
+      }
+    }
+    torch::jit::Stack out = call->run(op);
+    if (std::none_of(into.begin(), into.end(), [](const glue::HostView& v) { return v.data != nullptr; })) return;
     size_t k = 0;
     auto take = [&](const at::Tensor& t) {
-      const auto& into = copy_into.at(k++);
-      if (into.data != nullptr) into.tensor().copy_(t);
+      const auto& v = into.at(k++);
+      if (v.data != nullptr) v.tensor().copy_(t);
     };
     for (const auto& v : out) {
       if (v.isTensor()) {

@@ -1,6 +1,7 @@
 #include "op_info.h"
 
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -68,6 +69,12 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     if (alias >= 0 && !(r.alias_info()->isWrite())) aliases_input = true;
   }
   info.view = aliases_input && !mutates;
+  // Their meta kernels describe some results differently from the CPU kernels
+  // (an empty attention-weights tensor where the CPU returns none; empty
+  // offset2bag/bag_size buffers where the CPU fills them), so they run on the host.
+  static const std::set<std::string> misdescribed = {"aten::_native_multi_head_attention", "aten::_embedding_bag",
+                                                     "aten::_embedding_bag_forward_only"};
+  if (misdescribed.count(schema.name()) > 0) info.host_result = true;
   if (!mutates && !info.view && !info.host_result && !schema.returns().empty()) info.out_variant = find_out_variant(op);
   const auto& name = schema.name();
   info.cpu_indices_ok = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||

@@ -12,7 +12,8 @@ namespace openreg::eager {
 struct OpInfo {
   // Results alias an input without writing it (view ops): they share memory.
   bool view = false;
-  // Some result is not a tensor (bool, int, float...): the host needs its value.
+  // Some result is not a tensor (bool, int, float...), so the host needs its
+  // value, or the meta kernel cannot be trusted to describe the results.
   bool host_result = false;
   // Per result, the argument it aliases (in-place and out= ops), or -1.
   std::vector<int> result_alias;

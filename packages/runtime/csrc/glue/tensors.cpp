@@ -98,6 +98,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("zero_", &zero);
   m.impl("view", &at::native::view);
   m.impl("as_strided", &at::native::as_strided_tensorimpl);
+  m.impl("as_strided_", &at::native::as_strided__symint);
   m.impl("_reshape_alias", &at::native::_reshape_alias);
   m.impl("resize_", &resize);
   m.impl("set_", &set_empty);
