@@ -4,6 +4,7 @@
 // are registered from Python (openreg_eager/custom_ops.py), the usual split.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
@@ -20,9 +21,10 @@ namespace {
 template <typename T>
 void scaled_silu_loop(const T* x, T* y, int64_t n, double scale) {
   at::parallel_for(0, n, 32768, [&](int64_t begin, int64_t end) {
+    using acc = at::opmath_type<T>;  // float for half types, else T itself
     for (int64_t i = begin; i < end; ++i) {
-      const float v = static_cast<float>(x[i]);
-      y[i] = static_cast<T>(static_cast<float>(scale) * v / (1.0f + std::exp(-v)));
+      const acc v = static_cast<acc>(x[i]);
+      y[i] = static_cast<T>(static_cast<acc>(scale) * v / (acc(1) + std::exp(-v)));
     }
   });
 }
