@@ -246,7 +246,7 @@ void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack)
   auto args = torch::jit::last(*stack, n);
   const c10::DeviceIndex device = common_device(op, args, info);
   c10::DeviceGuard guard(c10::Device(kOpenreg, device));
-  TORCH_CHECK_NOT_IMPLEMENTED(op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "'",
+  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'",
                               op.schema().operator_name(), "' is not implemented for openreg: it has no CPU kernel "
                               "for openreg to run on device memory");
   if (info.view) return run_view(op, stack, info, n);

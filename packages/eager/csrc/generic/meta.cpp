@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -130,17 +129,14 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op, c10:
   put(key, &op.schema());
   for (const auto& a : args) put_value(key, a);
 
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
+  // Per thread, so a hit takes no lock; a thread works out each signature once.
+  thread_local std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::string miss = key;  // the meta run may launch nested lookups that reuse `key`
   auto result = run_on_meta(op, args);
-  std::lock_guard<std::mutex> lock(mu);
   if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace(key, result);
+  cache.emplace(std::move(miss), result);
   return result;
 }
 

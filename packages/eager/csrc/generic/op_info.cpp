@@ -1,5 +1,6 @@
 #include "op_info.h"
 
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -77,6 +78,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   if (misdescribed.count(schema.name()) > 0) info.host_result = true;
   if (!mutates && !info.view && !info.host_result && !schema.returns().empty()) info.out_variant = find_out_variant(op);
   const auto& name = schema.name();
+  info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info.cpu_indices_ok = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
                         name == "aten::_index_put_impl_";
   return info;
@@ -85,12 +87,18 @@ OpInfo analyse(const c10::OperatorHandle& op) {
 }  // namespace
 
 const OpInfo& op_info(const c10::OperatorHandle& op) {
+  // Analysed once per process; each thread keeps its own index so that the
+  // per-launch lookup takes no lock.
+  thread_local std::unordered_map<const c10::FunctionSchema*, const OpInfo*> local;
+  auto hit = local.find(&op.schema());
+  if (hit != local.end()) return *hit->second;
   static std::mutex mu;
-  static std::unordered_map<const c10::FunctionSchema*, OpInfo> infos;
+  static std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> infos;
   std::lock_guard<std::mutex> lock(mu);
   auto it = infos.find(&op.schema());
-  if (it == infos.end()) it = infos.emplace(&op.schema(), analyse(op)).first;
-  return it->second;
+  if (it == infos.end()) it = infos.emplace(&op.schema(), std::make_unique<OpInfo>(analyse(op))).first;
+  local.emplace(&op.schema(), it->second.get());
+  return *it->second;
 }
 
 }  // namespace openreg::eager

@@ -24,6 +24,7 @@ struct OpInfo {
   int generator_arg = -1;
   // Index of a Device? argument (factories), or -1.
   int device_arg = -1;
+  bool has_cpu_kernel = false;
   // Accepts CPU index tensors alongside device tensors, as CUDA does.
   bool cpu_indices_ok = false;
 };
