@@ -33,7 +33,8 @@ nox.options.sessions = ["lint", "tests"]
 
 def install_openreg(session: nox.Session, torch: str) -> None:
     """Installs torch==`torch`, then openreg's wheels built against it, lowest layer first."""
-    session.install(f"torch=={torch}", "numpy", "hatchling", "editables", "pytest")
+    # expecttest: torch.testing._internal (OpInfo, device-generic tests) imports it.
+    session.install(f"torch=={torch}", "numpy", "hatchling", "editables", "pytest", "expecttest")
     dist = Path(session.create_tmp()) / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     for name, folder in PACKAGES.items():
