@@ -9,6 +9,7 @@ may hold no compiled modules, or ones built for another torch) cannot shadow the
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -28,7 +29,7 @@ PACKAGES = {
 nox.needs_version = ">=2024.3.2"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "conformance"]
 
 
 def install_openreg(session: nox.Session, torch: str) -> None:
@@ -51,26 +52,43 @@ def _is_path(arg: Path) -> bool:
     return not str(arg).startswith("-") and Path(str(arg).split("::")[0]).exists()
 
 
+def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = None) -> None:
+    """pytest from a scratch directory against the installed wheels; no tests collected is a failure."""
+    session.chdir(session.create_tmp())
+    try:
+        session.run("python", "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
+                    "-p", "no:cacheprovider", *args, env=env or {})
+    except CommandFailed as exc:
+        if exc.return_code == 5:
+            session.error(f"pytest collected no tests from {' '.join(args)}: a test run that tests nothing fails")
+        raise
+
+
 @nox.session
 @nox.parametrize("torch", TORCH, ids=[f"torch-{v}" for v in TORCH])
 def tests(session: nox.Session, torch: str) -> None:
-    """pytest against the installed wheels; arguments after -- go to pytest."""
+    """pytest against the installed wheels; arguments after -- go to pytest. The OpInfo sweep runs in
+    float32 here (the acceptance target); the `conformance` session runs every dtype."""
     install_openreg(session, torch)
-    # pytest runs from a scratch directory: paths given after -- are taken relative to the checkout,
-    # and without any, every packages/*/tests folder is collected.
+    # Paths given after -- are taken relative to the checkout; without any, every packages/*/tests
+    # folder is collected.
     args = [str(ROOT / a) if _is_path(ROOT / a) else a for a in session.posargs]
     if not any(_is_path(Path(a)) for a in args):
         args += sorted(str(p) for p in ROOT.glob("packages/*/tests"))
     if not any(_is_path(Path(a)) for a in args):
         session.error("no test directories found under packages/*/tests")
-    session.chdir(session.create_tmp())
-    try:
-        session.run("python", "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-                    "-p", "no:cacheprovider", *args)
-    except CommandFailed as exc:
-        if exc.return_code == 5:
-            session.error(f"pytest collected no tests from {' '.join(args)}: a test run that tests nothing fails")
-        raise
+    _pytest(session, args, env={"OPENREG_SWEEP_DTYPES": "float32"})
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The OpInfo sweep over every dtype with OPENREG_FALLBACK=error; writes conformance-report.{json,md}
+    to $OPENREG_REPORT_DIR (default: conformance-report/ in the checkout)."""
+    install_openreg(session, TORCH[0])
+    report = os.environ.get("OPENREG_REPORT_DIR", str(ROOT / "conformance-report"))
+    _pytest(session, [str(ROOT / "packages" / "eager" / "tests" / "conformance"), *session.posargs],
+            env={"OPENREG_FALLBACK": "error", "OPENREG_REPORT_DIR": report})
+    session.log(f"conformance report: {report}/conformance-report.md")
 
 
 @nox.session

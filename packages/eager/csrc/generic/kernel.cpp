@@ -250,7 +250,9 @@ void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack)
                               op.schema().operator_name(), "' is not implemented for openreg: it has no CPU kernel "
                               "for openreg to run on device memory");
   if (info.view) return run_view(op, stack, info, n);
-  if (!info.host_result) {
+  const bool host = info.host_result ||
+                    (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool());
+  if (!host) {
     if (auto meta = infer_meta(op, args, /*use_cache=*/true)) return run_async(op, stack, info, n, device, *meta);
   }
   run_on_host(op, stack, info, n, device);
@@ -282,9 +284,16 @@ const bool g_structured = [] {
 
 }  // namespace
 
-// These have composite kernels that only raise, so the fallback never sees them.
+// These have composite kernels, which win over the fallback: the first two
+// only raise.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
   m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+  // Their composite kernels decompose into slower or less exact steps than
+  // the CPU kernels, which serve them directly.
+  for (const char* name : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "_stack", "_stack.out",
+                           "any.dims_out", "all.dims_out", "linalg__powsum"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+  }
 }
 }  // namespace openreg::eager

@@ -76,7 +76,18 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   static const std::set<std::string> misdescribed = {"aten::_native_multi_head_attention", "aten::_embedding_bag",
                                                      "aten::_embedding_bag_forward_only"};
   if (misdescribed.count(schema.name()) > 0) info.host_result = true;
-  if (!mutates && !info.view && !info.host_result && !schema.returns().empty()) info.out_variant = find_out_variant(op);
+  // Batch norm's meta kernels give save_mean/save_invstd the channel count in
+  // eval mode, where the CPU kernel returns them empty.
+  if (schema.name() == "aten::native_batch_norm" || schema.name() == "aten::_native_batch_norm_legit") {
+    info.host_unless_training = schema.argumentIndexWithName("training").value_or(-1);
+  }
+  // Only structured ops' out= kernels are guaranteed to agree with their meta
+  // kernels and functional forms; hand-written ones may resize their outputs or
+  // fill them differently (batch_norm, mse_loss, lstsq).
+  const bool structured = op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  if (structured && !mutates && !info.view && !info.host_result && !schema.returns().empty()) {
+    info.out_variant = find_out_variant(op);
+  }
   const auto& name = schema.name();
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info.cpu_indices_ok = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||

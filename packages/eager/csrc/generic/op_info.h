@@ -25,6 +25,8 @@ struct OpInfo {
   // Index of a Device? argument (factories), or -1.
   int device_arg = -1;
   bool has_cpu_kernel = false;
+  // Index of a `training` flag that, when false, sends the op to the host, or -1.
+  int host_unless_training = -1;
   // Accepts CPU index tensors alongside device tensors, as CUDA does.
   bool cpu_indices_ok = false;
 };

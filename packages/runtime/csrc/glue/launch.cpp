@@ -7,14 +7,27 @@ namespace openreg::glue {
 HostView HostView::of(const at::Tensor& t) {
   HostView v;
   v.data = t.data_ptr();
+  v.base = t.storage().mutable_data();
+  v.nbytes = t.storage().nbytes();
+  v.offset = t.storage_offset();
   v.sizes.assign(t.sizes().begin(), t.sizes().end());
   v.strides.assign(t.strides().begin(), t.strides().end());
   v.dtype = t.scalar_type();
+  v.conj = t.is_conj();
+  v.neg = t.is_neg();
   return v;
 }
 
 at::Tensor HostView::tensor() const {
-  return at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype).device(at::kCPU));
+  // A storage that does not own its memory: the device allocator does.
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                    c10::scalarTypeToTypeMeta(dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
+  if (conj) t = t._conj();
+  if (neg) t = t._neg_view();
+  return t;
 }
 
 c10::Stream current_stream(c10::DeviceIndex device) {

@@ -17,9 +17,13 @@ namespace openreg::glue {
 // Shape of a device tensor, captured at launch so the task does not keep the
 // tensor (and so its memory) alive: device memory is freed in stream order.
 struct HostView {
-  void* data = nullptr;
+  void* data = nullptr;  // the first element; null for "no tensor"
+  void* base = nullptr;  // the whole storage, so that storage offsets keep their meaning
+  size_t nbytes = 0;
+  int64_t offset = 0;
   c10::SmallVector<int64_t, 5> sizes, strides;
   at::ScalarType dtype = at::kFloat;
+  bool conj = false, neg = false;  // lazy conjugate / negative views
 
   static HostView of(const at::Tensor& t);
   at::Tensor tensor() const;  // the CPU alias; call inside the task

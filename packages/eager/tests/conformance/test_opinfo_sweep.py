@@ -1,0 +1,446 @@
+"""OpInfo conformance sweep: the ops of PyTorch's OpInfo database on openreg against the CPU.
+
+For every OpInfo in `op_db` and every dtype the CPU supports among float32, float64, bfloat16,
+int64 and bool, sample inputs are run on the CPU and on openreg and the results compared with
+`torch.testing.assert_close`:
+
+- the first OPENREG_SWEEP_SAMPLES sample inputs (default 6), plus a non-contiguous (strided)
+  copy of the first;
+- every input keeps its exact layout on openreg (sizes, strides, storage offset, overlap);
+- for differentiable ops in float32 and float64, the input gradients too (a vector-Jacobian
+  product with one fixed random cotangent per sample);
+- ops whose results depend on the random seed or are uninitialised memory are compared by shape,
+  dtype and device only (RANDOM_OPS, UNINITIALISED_OPS);
+- a sample the CPU rejects must be rejected on openreg too;
+- an op that runs through the CPU fallback fails, whatever OPENREG_FALLBACK says: with
+  OPENREG_FALLBACK=error it raises, otherwise `openreg_eager.fallback_counts()` shows it.
+
+Environment:
+    OPENREG_SWEEP_DTYPES   comma-separated subset of float32,float64,bfloat16,int64,bool
+                           (default: all five); "none" collects no sweep tests
+    OPENREG_SWEEP_SAMPLES  sample inputs per op and dtype (default 6), "all" for every one
+
+Expected failures are in EXPECTED_FAILURES, each with its reason; those that crash the process
+are in CRASHES and run in a child process. The conftest next to this file writes
+conformance-report.json and conformance-report.md. Running this file as a script checks one case:
+`python test_opinfo_sweep.py <op> <dtype>` (that is how CRASHES run).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+import pytest
+import torch
+
+import openreg_eager
+
+try:
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.common_utils import noncontiguous_like
+except ModuleNotFoundError as exc:  # an environment problem, not a test result: say how to fix it
+    raise ImportError(
+        f"the OpInfo sweep needs PyTorch's test helpers (torch.testing._internal), which import {exc.name!r}, "
+        f"which is not installed: pip install {exc.name}"
+    ) from exc
+
+DEVICE = "openreg"
+SEED = 1234
+
+ALL_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "bool": torch.bool,
+}
+GRAD_DTYPES = (torch.float32, torch.float64)
+
+
+def _sweep_dtypes() -> list[str]:
+    raw = os.environ.get("OPENREG_SWEEP_DTYPES", "").strip()
+    if not raw:
+        return list(ALL_DTYPES)
+    if raw.lower() == "none":
+        return []
+    names = [d.strip() for d in raw.split(",") if d.strip()]
+    bad = [d for d in names if d not in ALL_DTYPES]
+    if bad:
+        raise ValueError(
+            f"OPENREG_SWEEP_DTYPES={raw!r} names unknown dtypes {bad}: use none, or a comma-separated list "
+            f"of {', '.join(ALL_DTYPES)}"
+        )
+    return names
+
+
+def _samples_per_op() -> int | None:
+    raw = os.environ.get("OPENREG_SWEEP_SAMPLES", "").strip() or "6"
+    if raw.lower() == "all":
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"OPENREG_SWEEP_SAMPLES={raw!r} is not a sample count: use a positive integer or all")
+    return int(raw)
+
+
+def op_id(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+# --- what is compared how ----------------------------------------------------------------------------
+
+# Results that depend on the random seed: compared by shape, dtype and device only.
+RANDOM_OPS = {
+    "bernoulli": "draws random numbers",
+    "cauchy": "draws random numbers",
+    "exponential": "draws random numbers",
+    "geometric": "draws random numbers",
+    "log_normal": "draws random numbers",
+    "multinomial": "draws random numbers",
+    "normal": "draws random numbers",
+    "normal.number_mean": "draws random numbers",
+    "normal.in_place": "draws random numbers",
+    "rand_like": "draws random numbers",
+    "randint": "draws random numbers",
+    "randint_like": "draws random numbers",
+    "randn": "draws random numbers",
+    "randn_like": "draws random numbers",
+    "uniform": "draws random numbers",
+    "nn.functional.dropout": "random mask",
+    "nn.functional.dropout2d": "random mask",
+    "nn.functional.dropout3d": "random mask",
+    "nn.functional.alpha_dropout": "random mask",
+    "nn.functional.feature_alpha_dropout.with_train": "random mask",
+    "nn.functional.fractional_max_pool2d": "random pooling regions",
+    "nn.functional.fractional_max_pool3d": "random pooling regions",
+    "nn.functional.rrelu": "random slopes in training mode",
+    "pca_lowrank": "random projections (torch.randn inside)",
+    "svd_lowrank": "random projections (torch.randn inside)",
+}
+
+# Results that are uninitialised memory: compared by shape, dtype and device only.
+UNINITIALISED_OPS = {
+    "empty": "uninitialised memory",
+    "empty_like": "uninitialised memory",
+    "empty_permuted": "uninitialised memory",
+    "empty_strided": "uninitialised memory",
+    "new_empty": "uninitialised memory",
+    "new_empty_strided": "uninitialised memory",
+}
+
+# Ops whose positional tensor arguments must stay on the CPU, as on CUDA.
+CPU_ARGS = {
+    "tensor_split": "a tensor indices_or_sections must be a CPU tensor",
+}
+
+# --- expected failures ---------------------------------------------------------------------------------
+# (op id, dtype name or None for every dtype) -> reason. Marked xfail(strict=True): a case that starts
+# passing fails the sweep until its entry is removed.
+
+_RESIZE_FALLBACK = (
+    "openreg bug: linalg_lstsq.out's CPU kernel resizes its results, so openreg takes the CPU fallback "
+    "(which OPENREG_FALLBACK=error, and the sweep, forbid)"
+)
+_NORM_STATS_BF16 = (
+    "difference from the CPU, agreement with CUDA: for bfloat16 inputs the meta kernels (as CUDA) keep the "
+    "saved mean and inverse std in float32 where the CPU kernel returns bfloat16, and openreg allocates "
+    "results from the meta kernel; the normalised output matches"
+)
+_NO_SPARSE = "openreg has no sparse tensors (no SparsePrivateUse1 / SparseCsrPrivateUse1 kernels)"
+
+EXPECTED_FAILURES: dict[tuple[str, str | None], str] = {
+    ("linalg.lstsq", None): _RESIZE_FALLBACK,
+    ("linalg.lstsq.grad_oriented", None): _RESIZE_FALLBACK,
+    **{
+        (op, "bfloat16"): _NORM_STATS_BF16
+        for op in ("_batch_norm_with_update", "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit")
+    },
+    ("to_sparse", None): _NO_SPARSE,
+    ("sparse.mm.reduce", None): _NO_SPARSE,
+    ("sparse.sampled_addmm", None): _NO_SPARSE,
+}
+
+# Expected failures that kill the process: these run in a child process (slower, but the sweep survives).
+CRASHES = {key for key, reason in EXPECTED_FAILURES.items() if "SIGSEGV" in reason}
+
+
+def _expected_failure(name: str, dtype: str) -> str | None:
+    return EXPECTED_FAILURES.get((name, dtype)) or EXPECTED_FAILURES.get((name, None))
+
+
+def _cases():
+    for op in op_db:
+        supported = op.supported_dtypes("cpu")
+        for dtype in _sweep_dtypes():
+            if ALL_DTYPES[dtype] not in supported:
+                continue
+            reason = _expected_failure(op_id(op), dtype)
+            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+            yield pytest.param(op, dtype, id=f"{op_id(op)}-{dtype}", marks=marks)
+
+
+# --- moving sample inputs ----------------------------------------------------------------------------
+
+
+def _replicate(t: torch.Tensor, device: str) -> torch.Tensor:
+    """A new leaf tensor on `device` with t's values and exact layout (sizes, strides, storage offset)."""
+    requires_grad = t.requires_grad
+    t = t.detach()
+    if t.layout != torch.strided or t.is_quantized or t.is_nested:
+        out = t.to(device, copy=True)
+    else:
+        t = t.resolve_conj().resolve_neg()
+        n = t.untyped_storage().nbytes() // t.element_size()
+        flat = t.as_strided((n,), (1,), 0)
+        flat = flat.clone() if device == "cpu" else flat.to(device)
+        out = flat.as_strided(t.size(), t.stride(), t.storage_offset())
+    return out.requires_grad_(requires_grad)
+
+
+def _move(obj, device: str, memo: dict):
+    """Maps every tensor (and 'cpu' device argument) in a sample's input/args/kwargs to `device`;
+    a tensor that appears twice maps to one tensor."""
+    if isinstance(obj, torch.Tensor):
+        if id(obj) not in memo:
+            memo[id(obj)] = _replicate(obj, device)
+        return memo[id(obj)]
+    if device != "cpu":
+        if isinstance(obj, torch.device) and obj.type == "cpu":
+            return torch.device(device)
+        if isinstance(obj, str) and obj == "cpu":
+            return device
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_move(x, device, memo) for x in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_move(x, device, memo) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _move(v, device, memo) for k, v in obj.items()}
+    return obj
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x)
+
+
+def _noncontiguous(sample):
+    """The sample with every strided tensor replaced by a non-contiguous copy (sparse ones kept)."""
+
+    def f(t):
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+            return noncontiguous_like(t)
+        return t
+
+    return sample.transform(f)
+
+
+# --- running and comparing ---------------------------------------------------------------------------
+
+
+class Run:
+    """One sample on one device: its outputs (or the exception raised) and its input gradients."""
+
+    def __init__(self, op, sample, device: str, cotangent_seed: int | None):
+        memo: dict = {}
+        self.input = _move(sample.input, device, memo)
+        args_device = "cpu" if op_id(op) in CPU_ARGS else device
+        self.args = _move(sample.args, args_device, memo)
+        self.kwargs = _move(sample.kwargs, device, memo)
+        self.error: Exception | None = None
+        self.output = None
+        self.grads = None
+        try:
+            self.output = op(self.input, *self.args, **self.kwargs)
+            if cotangent_seed is not None:
+                self.grads = self._grads(sample, cotangent_seed, device)
+            if device != "cpu":
+                torch.openreg.synchronize()
+        except Exception as exc:  # compared with the other device's behaviour
+            self.error = exc
+
+    def _grads(self, sample, seed: int, device: str):
+        inputs = [t for t in _tensors((self.input, self.args, self.kwargs)) if t.requires_grad]
+        outputs = [
+            t
+            for t in _tensors(sample.output_process_fn_grad(self.output))
+            if t.requires_grad and (t.is_floating_point() or t.is_complex())
+        ]
+        if not inputs or not outputs:
+            return None
+        gen = torch.Generator().manual_seed(seed)
+        cotangents = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(device) for t in outputs]
+        return torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True)
+
+
+def _tolerances(dtype: torch.dtype) -> dict:
+    if dtype == torch.bfloat16:
+        return {"atol": 1e-2, "rtol": 1.6e-2}
+    return {}
+
+
+def _compare(actual, expected, where: str, values: bool, dtype: torch.dtype) -> None:
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor), f"{where}: openreg returned {type(actual).__name__}, the CPU a tensor"
+        assert actual.device.type == DEVICE or expected.device.type != "cpu", (
+            f"{where}: the result is on {actual.device}, expected on {DEVICE}"
+        )
+        if values:
+            torch.testing.assert_close(
+                actual.detach().cpu(),
+                expected.detach(),
+                equal_nan=True,
+                msg=lambda m: f"{where}: {m}",
+                **_tolerances(dtype),
+            )
+        else:
+            got = (actual.shape, actual.dtype, actual.layout)
+            want = (expected.shape, expected.dtype, expected.layout)
+            assert got == want, f"{where}: openreg returned {got}, the CPU {want}"
+    elif isinstance(expected, (list, tuple)) and not isinstance(expected, torch.Size):
+        assert isinstance(actual, (list, tuple)) and len(actual) == len(expected), (
+            f"{where}: openreg returned {actual!r}, the CPU {expected!r}"
+        )
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            _compare(a, e, f"{where}[{i}]", values, dtype)
+    elif isinstance(expected, Mapping):
+        assert isinstance(actual, Mapping) and actual.keys() == expected.keys(), f"{where}: the keys differ"
+        for k in expected:
+            _compare(actual[k], expected[k], f"{where}[{k!r}]", values, dtype)
+    elif isinstance(expected, (bool, int, float, complex)):
+        if values:
+            torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{where}: {m}")
+    elif isinstance(expected, Sequence) and not isinstance(expected, str):
+        assert list(actual) == list(expected), f"{where}: openreg returned {actual!r}, the CPU {expected!r}"
+    else:
+        assert actual == expected, f"{where}: openreg returned {actual!r}, the CPU {expected!r}"
+
+
+def _samples(op, dtype: torch.dtype, requires_grad: bool):
+    """The first sample inputs, then a non-contiguous copy of the first, each with a label."""
+    torch.manual_seed(SEED)
+    samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), _samples_per_op()))
+    labelled = [(f"sample {i}", s) for i, s in enumerate(samples)]
+    if samples:
+        labelled.append(("non-contiguous sample 0", _noncontiguous(samples[0])))
+    return labelled
+
+
+def new_info() -> dict:
+    """What the report records of one case: gradients checked?, samples checked, fallback ops used."""
+    return {"gradients": None, "samples": 0, "fallback": []}
+
+
+def check(op, dtype_name: str, info: dict) -> None:
+    """Runs the samples of `op` in `dtype_name` on openreg and the CPU, filling `info` (see new_info);
+    raises on the first difference."""
+    dtype = ALL_DTYPES[dtype_name]
+    name = op_id(op)
+    values = name not in RANDOM_OPS and name not in UNINITIALISED_OPS
+    with_grad = dtype in GRAD_DTYPES and op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
+    info["gradients"] = with_grad
+    before = openreg_eager.fallback_counts()
+    try:
+        for i, (label, sample) in enumerate(_samples(op, dtype, with_grad)):
+            cotangent_seed = SEED + i if with_grad else None
+            torch.manual_seed(SEED)
+            expected = Run(op, sample, "cpu", cotangent_seed)
+            torch.manual_seed(SEED)
+            actual = Run(op, sample, DEVICE, cotangent_seed)
+            where = f"{label} ({sample.summary()})"
+            if expected.error is not None:
+                # The CPU rejects this sample: openreg must reject it too.
+                assert actual.error is not None, f"{where}: the CPU raised {expected.error!r}, openreg did not"
+                continue
+            if actual.error is not None:
+                message = str(actual.error)
+                if "CPU fallback" in message and "'" in message:
+                    info["fallback"].append(message.split("'")[1])
+                raise actual.error
+            _compare(actual.output, expected.output, f"{where}: output", values, dtype)
+            if expected.grads is not None or actual.grads is not None:
+                _compare(actual.grads, expected.grads, f"{where}: input gradients", values, dtype)
+            info["samples"] += 1
+    finally:
+        after = openreg_eager.fallback_counts()
+        info["fallback"] += sorted(k for k, v in after.items() if v > before.get(k, 0))
+    assert not info["fallback"], f"ran through the CPU fallback: {', '.join(info['fallback'])}"
+
+
+def _check_in_child(op, dtype_name: str) -> dict:
+    """check() in a child process, for cases that crash the process."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "faulthandler", os.path.abspath(__file__), op_id(op), dtype_name],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    info = new_info()
+    for line in proc.stdout.splitlines():
+        if line.startswith("SWEEP-RESULT "):
+            info = json.loads(line.split(" ", 1)[1])
+    if proc.returncode != 0:
+        if proc.returncode < 0:
+            died = f"the child process died with {signal.Signals(-proc.returncode).name}"
+        else:
+            died = f"the child process exited with {proc.returncode}"
+        err = proc.stderr.split("\nExtension modules:")[0]
+        info["error"] = f"{died}\n--- stderr (tail) ---\n{err[-3000:]}"
+    return info
+
+
+@pytest.mark.parametrize(("op", "dtype"), list(_cases()))
+def test_opinfo(op, dtype, record_property):
+    if (op_id(op), dtype) in CRASHES or (op_id(op), None) in CRASHES:
+        record_property("child_process", True)
+        info = _check_in_child(op, dtype)
+        for key in ("gradients", "samples", "fallback"):
+            record_property(key, info.get(key))
+        if "error" in info:
+            pytest.fail(info["error"], pytrace=False)
+        return
+    info = new_info()
+    try:
+        check(op, dtype, info)
+    finally:
+        for key in ("gradients", "samples", "fallback"):
+            record_property(key, info.get(key))
+
+
+def test_lists_name_real_ops():
+    """Every op named in the lists above exists in op_db (a typo would silently change what is checked)."""
+    ids = {op_id(op) for op in op_db}
+    named = set(RANDOM_OPS) | set(UNINITIALISED_OPS) | set(CPU_ARGS) | {name for name, _ in EXPECTED_FAILURES}
+    assert not named - ids, f"not in op_db: {sorted(named - ids)}"
+    bad_dtypes = {d for _, d in EXPECTED_FAILURES if d is not None and d not in ALL_DTYPES}
+    assert not bad_dtypes, f"unknown dtypes in EXPECTED_FAILURES: {sorted(bad_dtypes)}"
+
+
+def _main(argv: list[str]) -> int:
+    name, dtype = argv
+    (op,) = [op for op in op_db if op_id(op) == name]
+    info = new_info()
+    try:
+        check(op, dtype, info)
+        return 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    finally:
+        print("SWEEP-RESULT " + json.dumps(info), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
