@@ -283,13 +283,24 @@ class Run:
         return torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True)
 
 
-def _tolerances(dtype: torch.dtype) -> dict:
+# Ops that take another (equally valid) algorithm on openreg than on the CPU, with the looser float32
+# tolerance that covers it.
+ALGORITHM_TOLERANCES = {
+    # openreg runs SDPA's math composition, the CPU its fused flash kernel: on torch 2.14 float32 input
+    # gradients differ by up to ~3e-5.
+    "nn.functional.scaled_dot_product_attention": {"atol": 1e-4, "rtol": 1e-4},
+}
+
+
+def _tolerances(dtype: torch.dtype, name: str) -> dict:
     if dtype == torch.bfloat16:
         return {"atol": 1e-2, "rtol": 1.6e-2}
+    if dtype == torch.float32 and name in ALGORITHM_TOLERANCES:
+        return ALGORITHM_TOLERANCES[name]
     return {}
 
 
-def _compare(actual, expected, where: str, values: bool, dtype: torch.dtype) -> None:
+def _compare(actual, expected, where: str, values: bool, tol: dict) -> None:
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{where}: openreg returned {type(actual).__name__}, the CPU a tensor"
         assert actual.device.type == DEVICE or expected.device.type != "cpu", (
@@ -301,7 +312,7 @@ def _compare(actual, expected, where: str, values: bool, dtype: torch.dtype) -> 
                 expected.detach(),
                 equal_nan=True,
                 msg=lambda m: f"{where}: {m}",
-                **_tolerances(dtype),
+                **tol,
             )
         else:
             got = (actual.shape, actual.dtype, actual.layout)
@@ -312,11 +323,11 @@ def _compare(actual, expected, where: str, values: bool, dtype: torch.dtype) -> 
             f"{where}: openreg returned {actual!r}, the CPU {expected!r}"
         )
         for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            _compare(a, e, f"{where}[{i}]", values, dtype)
+            _compare(a, e, f"{where}[{i}]", values, tol)
     elif isinstance(expected, Mapping):
         assert isinstance(actual, Mapping) and actual.keys() == expected.keys(), f"{where}: the keys differ"
         for k in expected:
-            _compare(actual[k], expected[k], f"{where}[{k!r}]", values, dtype)
+            _compare(actual[k], expected[k], f"{where}[{k!r}]", values, tol)
     elif isinstance(expected, (bool, int, float, complex)):
         if values:
             torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{where}: {m}")
@@ -367,9 +378,10 @@ def check(op, dtype_name: str, info: dict) -> None:
                 if "CPU fallback" in message and "'" in message:
                     info["fallback"].append(message.split("'")[1])
                 raise actual.error
-            _compare(actual.output, expected.output, f"{where}: output", values, dtype)
+            tol = _tolerances(dtype, op_id(op))
+            _compare(actual.output, expected.output, f"{where}: output", values, tol)
             if expected.grads is not None or actual.grads is not None:
-                _compare(actual.grads, expected.grads, f"{where}: input gradients", values, dtype)
+                _compare(actual.grads, expected.grads, f"{where}: input gradients", values, tol)
             info["samples"] += 1
     finally:
         after = openreg_eager.fallback_counts()
@@ -420,7 +432,8 @@ def test_opinfo(op, dtype, record_property):
 def test_lists_name_real_ops():
     """Every op named in the lists above exists in op_db (a typo would silently change what is checked)."""
     ids = {op_id(op) for op in op_db}
-    named = set(RANDOM_OPS) | set(UNINITIALISED_OPS) | set(CPU_ARGS) | {name for name, _ in EXPECTED_FAILURES}
+    named = set(RANDOM_OPS) | set(UNINITIALISED_OPS) | set(CPU_ARGS) | set(ALGORITHM_TOLERANCES)
+    named |= {name for name, _ in EXPECTED_FAILURES}
     assert not named - ids, f"not in op_db: {sorted(named - ids)}"
     bad_dtypes = {d for _, d in EXPECTED_FAILURES if d is not None and d not in ALL_DTYPES}
     assert not bad_dtypes, f"unknown dtypes in EXPECTED_FAILURES: {sorted(bad_dtypes)}"
