@@ -1,10 +1,11 @@
-"""Sessions for openreg: `nox -s lint tests` (what CI runs), `nox -s demo`, `nox -s bench`.
+"""Sessions for openreg: `nox` (what CI runs: lint, tests, conformance, variants), `nox -s demo`, `nox -s bench`.
 
 Every session that needs openreg installs an exact torch release, builds the four wheels
 against it (`pip wheel --no-build-isolation`, each layer against the installed layers below it;
 the build hooks keep their objects per torch release) and installs them from those files only,
 as a user would get them. Tests run from a scratch directory so that the source tree (whose runtime
 may hold no compiled modules, or ones built for another torch) cannot shadow the installed wheels.
+`variants` then reinstalls one install variant at a time from those wheels, the way a user asks for it.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ PACKAGES = {
 nox.needs_version = ">=2024.3.2"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests", "conformance"]
+nox.options.sessions = ["lint", "tests", "conformance", "variants"]
 
 
-def install_openreg(session: nox.Session, torch: str) -> None:
-    """Installs torch==`torch`, then openreg's wheels built against it, lowest layer first."""
+def install_openreg(session: nox.Session, torch: str) -> Path:
+    """Installs torch==`torch`, then openreg's wheels built against it, lowest layer first; returns the folder
+    holding the wheels."""
     # expecttest: torch.testing._internal (OpInfo, device-generic tests) imports it.
     session.install(f"torch=={torch}", "numpy", "hatchling", "editables", "pytest", "expecttest")
     dist = Path(session.create_tmp()) / "dist"
@@ -46,18 +48,20 @@ def install_openreg(session: nox.Session, torch: str) -> None:
                     "-w", dist, ROOT / "packages" / folder)
         session.run("python", "-m", "pip", "uninstall", "--yes", name, silent=True)
         session.run("python", "-m", "pip", "install", "--no-index", "--find-links", dist, name)
+    return dist
 
 
 def _is_path(arg: Path) -> bool:
     return not str(arg).startswith("-") and Path(str(arg).split("::")[0]).exists()
 
 
-def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = None) -> None:
-    """pytest from a scratch directory against the installed wheels; no tests collected is a failure."""
+def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = None, python: str = "python") -> None:
+    """pytest from a scratch directory against the installed wheels; no tests collected is a failure.
+    `python`: the interpreter of another environment than the session's."""
     session.chdir(session.create_tmp())
     try:
-        session.run("python", "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-                    "-p", "no:cacheprovider", *args, env=env or {})
+        session.run(python, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
+                    "-p", "no:cacheprovider", *args, env=env or {}, external=python != "python")
     except CommandFailed as exc:
         if exc.return_code == 5:
             session.error(f"pytest collected no tests from {' '.join(args)}: a test run that tests nothing fails")
@@ -100,19 +104,55 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Runs examples/demo.py: devices, copies, streams, events and memory statistics."""
+    """`openreg doctor`, the runtime tour in examples/demo.py, then `openreg demo` (training on openreg vs the CPU)."""
     install_openreg(session, TORCH[0])
+    session.run("openreg", "doctor")
     session.run("python", str(ROOT / "examples" / "demo.py"))
+    session.run("openreg", "demo", *session.posargs)
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Runs the benchmarks (openreg against the CPU); e.g. `nox -s bench -- --json out.json` writes
-    out-runtime.json and out-eager.json."""
+    """`openreg bench`: the benchmark suites, openreg against the CPU; e.g. `nox -s bench -- --json out.json
+    --plot out.png` (the chart needs matplotlib, which this session installs)."""
     install_openreg(session, TORCH[0])
-    for suite in ("runtime", "eager"):
-        args = list(session.posargs)
-        if "--json" in args:
-            path = Path(args[args.index("--json") + 1])
-            args[args.index("--json") + 1] = str(path.with_name(f"{path.stem}-{suite}{path.suffix}"))
-        session.run("python", str(ROOT / "benchmarks" / f"{suite}.py"), *args)
+    session.install("matplotlib")
+    session.run("openreg", "bench", *session.posargs)
+
+
+# What each install variant asks pip for, and the tests that check it (paths under packages/).
+VARIANTS = {
+    "runtime": ("openreg-runtime", ["autoload/tests/test_autoload_variants.py", "runtime/tests"]),
+    "eager": ("openreg", ["autoload/tests"]),
+    "compile": ("openreg[compile,plot]",
+                ["autoload/tests/test_autoload_variants.py", "autoload/tests/test_autoload_cli.py"]),
+}
+
+
+@nox.session
+def variants(session: nox.Session) -> None:
+    """Each install variant in an environment of its own, installed from the wheels as a user installs it
+    (`pip install --no-index --find-links dist "openreg[compile]"`), then its tests; arguments after -- go to
+    pytest. The wheels are built once, in this session's environment, for all of them."""
+    dist = install_openreg(session, TORCH[0]).resolve()
+    tmp = dist.parent  # resolved now: _pytest changes the working directory
+    for variant, (requirement, tests) in VARIANTS.items():
+        session.log(f"variant {variant}: pip install {requirement}")
+        python = _variant_env(session, tmp / f"venv-{variant}", requirement, dist)
+        _pytest(session, [*(str(ROOT / "packages" / t) for t in tests), *session.posargs],
+                env={"TEST_OPENREG_VARIANT": variant}, python=python)
+
+
+def _variant_env(session: nox.Session, venv: Path, requirement: str, dist: Path) -> str:
+    """The interpreter of virtualenv `venv` (kept between runs, like the sessions' own), holding torch and, of
+    openreg, exactly what `pip install <requirement>` brings from `dist`."""
+    python = str(venv / "bin" / "python")
+    if not Path(python).exists():
+        session.run("python", "-m", "venv", str(venv))
+    pip = [python, "-m", "pip"]
+    session.run(*pip, "install", "--quiet", f"torch=={TORCH[0]}", "numpy", "pytest", external=True)
+    session.run(*pip, "uninstall", "--yes", *PACKAGES, silent=True, external=True)
+    if "plot" in requirement:
+        session.run(*pip, "install", "--quiet", "matplotlib", external=True)  # openreg's wheels: dist/ only
+    session.run(*pip, "install", "--no-index", "--find-links", str(dist), requirement, external=True)
+    return python

@@ -1,12 +1,13 @@
 """A tour of the openreg device with the runtime alone: devices, copies, streams, events
 and allocator statistics. Compute ops (add, matmul, ...) come with openreg-eager.
 
-Run it with `nox -s demo`, or `python examples/demo.py` where openreg is installed.
+Run it with `nox -s demo`, or `python examples/demo.py` where openreg-runtime is installed.
+`openreg demo` (with `pip install openreg`) trains a model on the device instead.
 """
 
 import torch
 
-import openreg_runtime  # registers the openreg device (until the autoload package does it on `import torch`)
+import openreg_runtime  # registers the device with openreg-runtime alone (openreg does it at `import torch`)
 
 MiB = 1 << 20
 

@@ -1,10 +1,69 @@
-"""openreg: the user-facing package of the openreg PyTorch device.
+"""openreg: a simulated PyTorch accelerator that runs on the host CPU.
 
-The ``torch.backends`` autoload entry point, the discovery of installed layers
-and the ``openreg`` command arrive with the autoload issue. For now importing
-this package imports the eager layer (and through it the runtime).
+Installed, it is there at `import torch`: torch calls the `torch.backends` entry point `_autoload`,
+which registers the `openreg` device and defers the rest to first use, so that
+
+    import torch
+    torch.ones(2, device="openreg")
+
+works with no other import. With TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openreg` does the same.
+`openreg.init()` loads the layers up front. The command line is `openreg` (or `python -m openreg`).
 """
 
-import openreg_eager
-
 __version__ = "0.1.0"
+
+
+def _autoload() -> None:
+    """The `torch.backends` entry point, called by torch at `import torch`. Cheap, and never raises."""
+    _enable("autoload")
+
+
+_broken = False
+
+
+def _enable(how: str) -> None:
+    global _broken
+    if _broken:
+        return  # warned already
+    try:
+        from . import _loader
+
+        _loader.enable(how)
+    except Exception as exc:  # a broken openreg must never break `import torch`
+        import warnings
+
+        _broken = True
+
+        warnings.warn(
+            f"openreg could not register its device ({type(exc).__name__}: {exc}). "
+            "Fix: reinstall it: pip install --force-reinstall openreg",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def init() -> None:
+    """Loads openreg's layers now rather than on first use; raises `openreg.LoadError` saying what failed.
+    Useful before C++ entry points that do not ask `torch.openreg` first: `torch.Generator("openreg")`,
+    `torch.Stream("openreg")`, `Tensor.pin_memory()`."""
+    from ._loader import load
+
+    load()
+
+
+def __getattr__(name: str):
+    # Looked up lazily: nothing at module level may raise, or `import torch` would fail with it.
+    if name in ("LoadError", "LoadWarning"):
+        from . import _loader
+
+        return getattr(_loader, name)
+    raise AttributeError(f"module 'openreg' has no attribute {name!r}")
+
+
+__all__ = ["LoadError", "LoadWarning", "init"]
+
+# `_autoload` is defined above, before torch is imported: when `import openreg` comes first, torch's
+# autoload imports this (partly initialised) module and calls `_autoload` from it.
+import torch  # noqa: E402, F401
+
+_enable("import")

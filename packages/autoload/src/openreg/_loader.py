@@ -1,0 +1,236 @@
+"""Registers the openreg device with torch and loads openreg's layers on first use.
+
+`enable` runs at `import torch` (through the `torch.backends` entry point) or at `import openreg`,
+and only does what is cheap: it names PrivateUse1 `openreg`, registers a stand-in `torch.openreg`
+module and checks the installed layers without loading them. Torch calls `torch.openreg._lazy_init()`
+before it creates the first tensor on the device; that, or any other use of `torch.openreg`, imports
+the layers (`load`), after which the runtime's own device module takes the stand-in's place.
+
+When a layer cannot load, `import torch` still works: one warning says which layer, why and the
+fix, and using the device raises `LoadError` saying the same.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import types
+import warnings
+from pathlib import Path
+
+import torch
+
+from . import _compile, _layers
+from ._layers import Problem
+
+
+class LoadError(RuntimeError):
+    """An openreg layer cannot load: the message names the layer, the cause and the fix."""
+
+
+class LoadWarning(RuntimeWarning):
+    """Warned once when an openreg layer cannot load."""
+
+
+_lock = threading.RLock()
+_how: str | None = None  # "autoload" or "import": how the device got enabled; None: not enabled
+_problems: list[Problem] | None = None  # None until the layers are loaded (then []) or found broken
+_loading = False
+_warned = False
+
+
+def how_enabled() -> str | None:
+    return _how
+
+
+def problems() -> list[Problem]:
+    """What keeps the layers from loading, as far as is known now."""
+    return list(_problems or [])
+
+
+def loaded() -> bool:
+    return _problems == []
+
+
+def describe(found: list[Problem]) -> str:
+    if len(found) == 1:
+        return f"the openreg device is unavailable: {found[0]}"
+    return "the openreg device is unavailable:\n" + "\n".join(f"  - {p}" for p in found)
+
+
+def enable(how: str) -> None:
+    """Registers the device (idempotent). `how` is "autoload" from the entry point, else "import"."""
+    global _how
+    with _lock:
+        if _how is not None:
+            _how = "autoload" if how == "autoload" else _how
+            return
+        _how = how
+        backend = torch._C._get_privateuse1_backend_name()
+        if backend not in ("privateuseone", "openreg"):
+            _warn(f"openreg cannot register its device: torch's PrivateUse1 backend is already {backend!r}, and a "
+                  "process can have only one. Fix: import one PrivateUse1 backend per process (set "
+                  "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import the one you want).")
+            return
+        current = torch.__dict__.get("openreg")
+        if current is not None and current is sys.modules.get("openreg_runtime.device"):
+            # The runtime was imported before us (autoload off): adopt it, load the rest now.
+            _adopt(current)
+            try:
+                load()
+            except LoadError:
+                pass  # warned; using the device raises it
+            return
+        if backend != "openreg":
+            torch.utils.rename_privateuse1_backend("openreg")
+        if current is None:
+            torch._register_device_module("openreg", _STAND_IN)
+        _hand_over_on_register()
+        if not hasattr(torch.Tensor, "is_openreg"):
+            torch.utils.generate_methods_for_privateuse1_backend(
+                for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+            )
+        if found := [p for p in map(_layers.check, _layers.REQUIRED) if p]:
+            _fail(found)
+
+
+def load() -> None:
+    """Imports the installed layers once; raises LoadError, naming what failed, when they cannot load."""
+    global _problems, _loading
+    if _problems is None:
+        with _lock:
+            if _problems is None and not _loading:  # re-entered while importing the layers: let it be
+                _loading = True
+                try:
+                    found = _import_layers()
+                finally:
+                    _loading = False
+                _problems = found
+                if found:
+                    _fail(found)
+    if _problems:
+        raise LoadError(describe(_problems))
+
+
+def _import_layers() -> list[Problem]:
+    if found := [p for p in map(_layers.check, _layers.REQUIRED) if p]:
+        return found
+    for layer in _layers.REQUIRED:
+        try:
+            importlib.import_module(layer.module)
+        except Exception as exc:
+            return [Problem(layer, f"failed to import ({type(exc).__name__}: {exc})", _layers.reinstall(layer))]
+    return []
+
+
+def _fail(found: list[Problem]) -> None:
+    global _problems
+    _problems = found
+    if torch.__dict__.get("openreg") is not _STAND_IN:  # the runtime's module, when only a layer above it failed
+        torch.__dict__.pop("openreg", None)
+        sys.modules.pop("torch.openreg", None)
+        torch._register_device_module("openreg", _STAND_IN)
+    _warn(describe(found) + "\n`import torch` works; using the openreg device raises this error.")
+
+
+def _warn(message: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(message, LoadWarning, stacklevel=_outside_stacklevel())
+
+
+def _outside_stacklevel() -> int:
+    """The stacklevel of the first frame outside openreg, torch and importlib: the user's `import torch`
+    or first use of the device, which the warning then points at."""
+    inside = tuple(str(Path(m.__file__).parent) for m in (sys.modules[__package__], torch, importlib))
+    inside += ("<frozen importlib",)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame = frame.f_back
+        # warnings.warn does not count importlib's own frames
+        level += frame is not None and not frame.f_code.co_filename.startswith("<frozen importlib._bootstrap")
+    return level if frame is not None else 2
+
+
+def _device() -> types.ModuleType:
+    return sys.modules["openreg_runtime.device"]
+
+
+def _adopt(device: types.ModuleType) -> None:
+    """Makes the runtime's device module load the layers above it on first use, and answer Inductor's
+    codegen probes (whoever imported the runtime: us, a user, or a layer above it)."""
+    original = device._lazy_init
+    if getattr(original, "_openreg_loads_layers", False):
+        return
+
+    def _lazy_init() -> None:
+        load()
+        original()
+
+    _lazy_init._openreg_loads_layers = True
+    device._lazy_init = _lazy_init
+    if "__getattr__" not in vars(device):
+        device.__getattr__ = _compile.module_getattr
+
+
+def _hand_over_on_register() -> None:
+    """The runtime registers its own `torch.openreg` when imported, and torch refuses a second module for a
+    device: for as long as the stand-in is registered, registering the runtime's module replaces it."""
+    original = torch._register_device_module
+    if getattr(original, "_openreg_original", None):
+        return
+
+    def _register_device_module(device_type, module):
+        current = torch.__dict__.get("openreg")
+        if current is _STAND_IN and module is not _STAND_IN and torch.device(device_type).type == "openreg":
+            del torch.openreg
+            sys.modules.pop("torch.openreg", None)
+            torch._register_device_module = original
+            original(device_type, module)
+            _adopt(module)
+        else:
+            original(device_type, module)
+
+    _register_device_module._openreg_original = original
+    _register_device_module.__doc__ = original.__doc__
+    torch._register_device_module = _register_device_module
+
+
+class _DeviceModule(types.ModuleType):
+    """`torch.openreg` until the layers load (and for good when they cannot): the first use loads them and
+    forwards to the runtime's device module; when they cannot load, using it raises LoadError."""
+
+    def _lazy_init(self) -> None:
+        load()
+        _device()._lazy_init()
+
+    def is_available(self) -> bool:
+        if _problems is None and not os.environ.get("OPENREG_DEVICE_COUNT"):
+            # Installed, intact as far as can be seen without loading, and the default device count: yes. Cheap,
+            # because torch asks on CPU-only paths too (every optimizer step checks the accelerator).
+            return True
+        try:
+            load()
+        except LoadError:
+            return False
+        return _device().is_available()
+
+    def is_initialized(self) -> bool:
+        return loaded() and _device().is_initialized()
+
+    def _is_in_bad_fork(self) -> bool:
+        return loaded() and _device()._is_in_bad_fork()
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in _compile.PROBED:
+            return _compile.codegen(name)
+        load()
+        return getattr(_device(), name)
+
+
+_STAND_IN = _DeviceModule("torch.openreg", __doc__)

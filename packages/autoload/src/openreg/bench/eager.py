@@ -1,0 +1,64 @@
+"""The eager suite: openreg-eager's kernels and small training steps against the CPU."""
+
+import torch
+from torch import nn
+
+from .harness import Case, Suite
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def _cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(32, 10),
+    )
+
+
+def _training(model: nn.Module, x: torch.Tensor, device: str) -> dict:
+    torch.manual_seed(0)
+    model = model.to(device)
+    return {"model": model, "x": x.to(device), "y": torch.randint(0, 10, (x.shape[0],)).to(device),
+            "opt": torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+            "loss_fn": nn.CrossEntropyLoss()}
+
+
+STEP = "opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()"
+
+
+def cases() -> list[Case]:
+    small_a, small_b = torch.rand(1024), torch.rand(1024)
+    big_a, big_b = torch.rand(16 << 20), torch.rand(16 << 20)
+    m_a, m_b = torch.rand(1024, 1024), torch.rand(1024, 1024)
+    env = {
+        "torch": torch,
+        "sa": small_a.to("openreg"), "sb": small_b.to("openreg"), "sa_cpu": small_a, "sb_cpu": small_b,
+        "ba": big_a.to("openreg"), "bb": big_b.to("openreg"), "ba_cpu": big_a, "bb_cpu": big_b,
+        "ma": m_a.to("openreg"), "mb": m_b.to("openreg"), "ma_cpu": m_a, "mb_cpu": m_b,
+    }
+    sync = "; torch.openreg.synchronize()"
+    cases = [
+        Case("add 1k elements x1000, then sync", "for _ in range(1000): sa + sb\ntorch.openreg.synchronize()",
+             "for _ in range(1000): sa_cpu + sb_cpu", env, "<= 1.5x"),
+        Case("add 16M elements", "ba + bb" + sync, "ba_cpu + bb_cpu", env, "<= 1.1x"),
+        Case("matmul 1024x1024", "ma @ mb" + sync, "ma_cpu @ mb_cpu", env, "<= 1.05x"),
+    ]
+    for name, make, x in [("MLP", _mlp, torch.rand(64, 256)), ("small CNN", _cnn, torch.rand(16, 3, 32, 32))]:
+        dev, cpu = _training(make(), x, "openreg"), _training(make(), x, "cpu")
+        step_env = {"torch": torch, **dev, **{f"{k}_cpu": v for k, v in cpu.items()}}
+        cpu_step = STEP.replace("opt", "opt_cpu").replace("loss_fn", "loss_fn_cpu").replace("model", "model_cpu")
+        cpu_step = cpu_step.replace("(x)", "(x_cpu)").replace(", y)", ", y_cpu)")
+        cases.append(Case(f"{name} training step", STEP + sync, cpu_step, step_env, "<= 1.2x"))
+    return cases
+
+
+def versions() -> dict[str, str]:
+    import openreg_eager
+
+    return {"torch": torch.__version__, "openreg-eager": openreg_eager.__version__}
+
+
+SUITE = Suite("eager", "openreg eager vs CPU", cases, versions)

@@ -1,0 +1,79 @@
+"""Shared by the benchmark suites: each case times the same work on openreg and on the CPU in
+the same run and reports openreg time / CPU time. Never fails on a timing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.utils.benchmark as benchmark
+
+
+@dataclass
+class Case:
+    name: str
+    openreg: str  # statement timed on openreg
+    cpu: str  # the same work on the CPU
+    env: dict
+    goal: str
+    bytes_moved: int = 0  # > 0: also report bandwidth
+    setup: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Suite:
+    name: str
+    title: str
+    cases: Callable[[], list[Case]]
+    versions: Callable[[], dict[str, str]]
+
+
+def measure(stmt: str, env: dict, min_run_time: float, setup: str = "") -> float:
+    """Median seconds per run of `stmt`, after a warm-up (allocator cache, worker threads)."""
+    timer = benchmark.Timer(stmt=stmt, setup=setup or "pass", globals=env, num_threads=torch.get_num_threads())
+    timer.timeit(3)
+    return timer.blocked_autorange(min_run_time=min_run_time).median
+
+
+def run_suite(suite: Suite, min_run_time: float) -> dict:
+    """Times every case of `suite`, printing the table as it goes; returns the figures."""
+    versions = suite.versions()
+    print(suite.title)
+    print(", ".join(f"{k} {v}" for k, v in versions.items())
+          + f", {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
+    header = f"{'benchmark':<36} {'openreg':>11} {'cpu':>11} {'ratio':>7}  {'bandwidth (GB/s)':<24} goal"
+    print(header)
+    print("-" * len(header))
+    rows = []
+    for case in suite.cases():
+        dev = measure(case.openreg, case.env, min_run_time, case.setup)
+        cpu = measure(case.cpu, case.env, min_run_time, case.setup)
+        row = {"name": case.name, "openreg_s": dev, "cpu_s": cpu, "ratio": dev / cpu, "goal": case.goal}
+        bandwidth = ""
+        if case.bytes_moved:
+            row["openreg_GBps"], row["cpu_GBps"] = case.bytes_moved / dev / 1e9, case.bytes_moved / cpu / 1e9
+            row["bandwidth_ratio"] = cpu / dev
+            bandwidth = f"{row['openreg_GBps']:.1f} vs {row['cpu_GBps']:.1f} ({row['bandwidth_ratio']:.2f}x)"
+        rows.append(row)
+        print(f"{case.name:<36} {dev * 1e6:>9.1f}us {cpu * 1e6:>9.1f}us {dev / cpu:>6.2f}x  {bandwidth:<24} "
+              f"{case.goal}", flush=True)
+    return {**versions, "threads": torch.get_num_threads(), "results": rows}
+
+
+def script(suite: Suite, argv: list[str] | None = None) -> None:
+    """The command line of one suite (benchmarks/<suite>.py): [--json PATH] [--min-run-time SECONDS]."""
+    parser = argparse.ArgumentParser(description=suite.title)
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures to PATH as JSON")
+    parser.add_argument("--min-run-time", type=float, default=0.5, metavar="SECONDS",
+                        help="minimum time spent timing each statement (default 0.5)")
+    args = parser.parse_args(argv)
+    figures = run_suite(suite, args.min_run_time)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"wrote {args.json}")

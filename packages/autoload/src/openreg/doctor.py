@@ -1,0 +1,132 @@
+"""`openreg doctor`: what is installed, whether it loads, and the fix when it does not.
+
+Also usable in a process of yours (`openreg.doctor.doctor()`), where it lists the ops that went
+through the CPU fallback so far.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+
+import torch
+
+from . import __version__, _compile, _layers, _loader
+
+GiB = 1 << 30
+
+
+def doctor(require: list[str] | tuple[str, ...] = ()) -> int:
+    """Prints the report; returns 0 when all is well, else 1 (each problem printed with its fix)."""
+    problems: list[str] = []
+    try:
+        _loader.load()
+    except _loader.LoadError:
+        pass  # listed below, layer by layer
+    show("torch", f"{torch.__version__} ({_torch_build()})")
+    show("python", f"{platform.python_version()} ({sys.executable})")
+    show("openreg", __version__)
+    _report_layers(problems, require)
+    _report_autoload(problems)
+    if _loader.loaded():
+        _report_devices(problems)
+    print()
+    if not problems:
+        print("No problems found.")
+        return 0
+    print(f"{len(problems)} problem{'s' if len(problems) > 1 else ''} found:")
+    for problem in problems:
+        print(f"  - {problem}")
+    return 1
+
+
+def show(label: str, value: object) -> None:
+    print(f"{label:<16}{value}")
+
+
+def _torch_build() -> str:
+    if torch.version.cuda:
+        accel = f"CUDA {torch.version.cuda}"
+    elif getattr(torch.version, "hip", None):
+        accel = f"ROCm {torch.version.hip}"
+    else:
+        accel = "CPU-only build"
+    commit = (torch.version.git_version or "unknown")[:10]
+    return f"{accel}, git {commit}{', debug' if torch.version.debug else ''}"
+
+
+def _report_layers(problems: list[str], require) -> None:
+    failed = {p.layer: p for p in _loader.problems()}
+    for layer in _layers.LAYERS:
+        version = _layers.version(layer)
+        if layer in failed:
+            status = f"FAILED: {failed[layer].cause}"
+            problems.append(str(failed[layer]))
+        elif version is None:
+            status = "not installed"
+            if layer.name in require:
+                fix = f"pip install {layer.distribution}"
+                if layer is _layers.COMPILE:
+                    fix = 'pip install "openreg[compile]"'
+                problems.append(f"{layer.distribution} (the {layer.name} layer) is not installed. Fix: {fix}")
+            elif layer is _layers.COMPILE:
+                status += ' (torch.compile on openreg needs it: pip install "openreg[compile]")'
+        elif layer is _layers.COMPILE:
+            status = "installed" if _compile.supported() else "installed (a placeholder: no torch.compile support yet)"
+        else:
+            status = "loaded" if layer.module in sys.modules else "installed, not loaded"
+        if version is not None and version != __version__:
+            problems.append(f"{layer.distribution} {version} does not match openreg {__version__}. "
+                            f"Fix: pip install {layer.distribution}=={__version__}")
+        built = ""
+        if layer.compiled and version is not None:
+            built_for = getattr(sys.modules.get(layer.module), "BUILT_FOR_TORCH", None) or _layers.built_for(layer)
+            built = f"built for torch {built_for or '?'}"
+        show(f"  {layer.name}", f"{layer.distribution:<17}{version or '-':<8}{built:<24}{status}")
+
+
+def _report_autoload(problems: list[str]) -> None:
+    entry = [e for e in metadata.entry_points(group="torch.backends") if e.name == "openreg"]
+    if not entry:
+        problems.append("the torch.backends entry point `openreg` is not installed, so `import torch` does not "
+                        "register the device. Fix: pip install --force-reinstall --no-deps openreg")
+        show("autoload", "MISSING (no torch.backends entry point)")
+    elif _loader.how_enabled() == "autoload":
+        show("autoload", f"active (torch.backends entry point {entry[0].name} = {entry[0].value})")
+    elif os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "1":
+        show("autoload", "off (TORCH_DEVICE_BACKEND_AUTOLOAD=0): `import openreg` enables the device")
+    else:
+        show("autoload", "inactive: torch did not call the entry point; the device came from `import openreg`")
+
+
+def _report_devices(problems: list[str]) -> None:
+    import openreg_eager
+    import openreg_runtime
+
+    try:
+        count = torch.openreg.device_count()
+        memory = [torch.openreg.get_device_properties(i).total_memory for i in range(count)]
+        config = openreg_runtime._C.config()
+    except RuntimeError as exc:  # a bad OPENREG_* variable: the message names it
+        problems.append(f"the openreg device cannot start: {exc}")
+        show("devices", "cannot start (see below)")
+        return
+    name = torch.openreg.get_device_name(0) if count else "openreg"
+    sizes = sorted(set(memory))
+    show("devices", f"{count} x {name}, " + ", ".join(f"{m / GiB:g} GiB" for m in sizes) + " each")
+    show("modes", f"strict {_on_off(config.get('strict'))} (OPENREG_STRICT), "
+                  f"launch blocking {_on_off(config.get('launch_blocking'))} (OPENREG_LAUNCH_BLOCKING), "
+                  f"CPU fallback {openreg_eager.fallback_policy()} (OPENREG_FALLBACK)")
+    counts = openreg_eager.fallback_counts()
+    if not counts:
+        show("CPU fallback", "no op went through the CPU fallback in this process")
+        return
+    show("CPU fallback", f"{sum(counts.values())} calls in this process:")
+    for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        show("", f"  {n:>6}  {op}")
+
+
+def _on_off(value) -> str:
+    return "on" if value else "off"

@@ -1,0 +1,142 @@
+"""The `openreg` command: doctor, demo and bench, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import torch
+from autoload_helpers import ROOT, installed, run_openreg, run_python
+
+import openreg_eager
+import openreg_runtime
+
+
+def test_console_script_and_module_are_the_same_command():
+    scripts = [e for e in metadata.entry_points(group="console_scripts") if e.name == "openreg"]
+    assert [e.value for e in scripts] == ["openreg.cli:main"]
+    out = run_openreg("--help")
+    assert out.returncode == 0
+    for command in ("doctor", "demo", "bench"):
+        assert command in out.stdout
+    assert run_openreg("--version").stdout.strip() == "openreg 0.1.0"
+    assert run_openreg("frobnicate").returncode == 2
+
+
+def test_doctor_reports_a_healthy_install():
+    out = run_openreg("doctor")
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert re.search(rf"^torch\s+{re.escape(torch.__version__)} \(", text, re.MULTILINE)
+    for layer, module in (("runtime", openreg_runtime), ("eager", openreg_eager)):
+        row = rf"^  {layer}\s+openreg-{layer}\s+0\.1\.0\s+built for torch {module.BUILT_FOR_TORCH}\s+loaded$"
+        assert re.search(row, text, re.MULTILINE), text
+    assert re.search(r"^  compile\s+openreg-inductor\s+", text, re.MULTILINE)
+    assert "autoload        active (torch.backends entry point openreg = openreg:_autoload)" in text
+    memory = torch.openreg.get_device_properties(0).total_memory / 2**30
+    assert f"devices         {torch.openreg.device_count()} x openreg" in text and f"{memory:g} GiB each" in text
+    assert "strict off (OPENREG_STRICT), launch blocking off (OPENREG_LAUNCH_BLOCKING), CPU fallback warn" in text
+    assert "no op went through the CPU fallback in this process" in text
+    assert text.rstrip().endswith("No problems found.")
+
+
+def test_doctor_shows_the_modes_and_settings_in_force():
+    env = {"OPENREG_STRICT": "1", "OPENREG_LAUNCH_BLOCKING": "1", "OPENREG_FALLBACK": "silent",
+           "OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "512MiB", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    out = run_openreg("doctor", env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "strict on (OPENREG_STRICT), launch blocking on (OPENREG_LAUNCH_BLOCKING), CPU fallback silent" in out.stdout
+    assert "3 x openreg" in out.stdout and "0.5 GiB each" in out.stdout
+    assert "autoload        off (TORCH_DEVICE_BACKEND_AUTOLOAD=0): `import openreg` enables the device" in out.stdout
+
+
+def test_doctor_fails_on_a_bad_setting_naming_the_variable():
+    out = run_openreg("doctor", env={"OPENREG_DEVICE_COUNT": "lots"})
+    assert out.returncode == 1
+    assert "the openreg device cannot start:" in out.stdout and "OPENREG_DEVICE_COUNT" in out.stdout
+
+
+def test_doctor_fails_when_a_layer_the_user_asked_for_is_missing():
+    out = run_openreg("doctor", "--require", "compile")
+    if installed("openreg_inductor"):
+        assert out.returncode == 0, out.stdout
+    else:
+        assert out.returncode == 1
+        fix = 'openreg-inductor (the compile layer) is not installed. Fix: pip install "openreg[compile]"'
+        assert fix in out.stdout
+
+
+def test_doctor_in_a_process_lists_the_ops_that_fell_back_to_the_cpu():
+    out = run_python("""
+        import torch, openreg.doctor
+        x = torch.arange(6.0, device="openreg")
+        for _ in range(3):
+            torch.nonzero(x, out=torch.empty(0, dtype=torch.long, device="openreg"))  # resizes: CPU fallback
+        openreg.doctor.doctor()
+    """, env={"OPENREG_FALLBACK": "silent"})
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^CPU fallback\s+3 calls in this process:\n\s+3  aten::nonzero.out$", out.stdout, re.MULTILINE), \
+        out.stdout
+
+
+def test_demo_trains_on_openreg_and_matches_the_cpu():
+    out = run_openreg("demo", "--epochs", "3")
+    assert out.returncode == 0, out.stdout + out.stderr
+    losses = [float(m) for m in re.findall(r"^  epoch \d/3  loss (\d+\.\d+)", out.stdout, re.MULTILINE)]
+    assert len(losses) == 3 and losses[0] > losses[1] > losses[2], out.stdout
+    assert re.search(r"time: openreg [\d.]+ s, cpu [\d.]+ s \([\d.]+x the CPU's time\)", out.stdout)
+    assert "same results as the CPU" in out.stdout
+    if "compiled (torch.compile): skipped." in out.stdout:
+        assert 'pip install "openreg[compile]"' in out.stdout or "openreg-inductor" in out.stdout
+    assert out.stdout.rstrip().endswith("Done.")
+
+
+def _check_figures(results: list[dict], count: int) -> None:
+    assert len(results) == count
+    for row in results:
+        assert row["openreg_s"] > 0 and row["cpu_s"] > 0
+        assert row["ratio"] == pytest.approx(row["openreg_s"] / row["cpu_s"])
+
+
+def test_bench_prints_ratios_and_writes_json_and_a_chart(tmp_path: Path):
+    if not installed("matplotlib"):
+        pytest.skip('needs matplotlib (pip install "openreg[plot]")')
+    figures, chart = tmp_path / "bench.json", tmp_path / "bench.png"
+    out = run_openreg("bench", "--min-run-time", "0.01", "--json", str(figures), "--plot", str(chart))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "openreg runtime vs CPU" in out.stdout and "openreg eager vs CPU" in out.stdout
+    assert re.search(r"^copy host->openreg 64 MiB\s+[\d.]+us\s+[\d.]+us\s+[\d.]+x", out.stdout, re.MULTILINE)
+    data = json.loads(figures.read_text())
+    assert data["openreg"] == "0.1.0" and list(data["suites"]) == ["runtime", "eager"]
+    _check_figures(data["suites"]["runtime"]["results"], 4)
+    _check_figures(data["suites"]["eager"]["results"], 5)
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_plot_without_matplotlib_says_how_to_get_it(tmp_path: Path):
+    out = run_python(f"""
+        import sys
+        sys.modules["matplotlib"] = None  # as if it were not installed
+        from openreg.cli import main
+        sys.exit(main(["bench", "--suite", "runtime", "--plot", {str(tmp_path / "x.png")!r}]))
+    """)
+    assert out.returncode == 1
+    fix = 'openreg bench --plot needs matplotlib, which is not installed. Fix: pip install "openreg[plot]"'
+    assert fix in out.stderr
+    assert "openreg runtime vs CPU" not in out.stdout  # it says so before timing anything
+
+
+def test_benchmark_scripts_run_the_same_suites(tmp_path: Path):
+    figures = tmp_path / "runtime.json"
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "runtime.py"), "--min-run-time", "0.01",
+                          "--json", str(figures)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("openreg runtime vs CPU\n")
+    data = json.loads(figures.read_text())
+    assert data["openreg-runtime"] == "0.1.0" and data["threads"] >= 1
+    _check_figures(data["results"], 4)

@@ -1,0 +1,138 @@
+"""`import torch` registers the device through the entry point, stays cheap, and any import order works."""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+import pytest
+from autoload_helpers import run_json, run_python
+
+HEAVY = ["torch._dynamo", "torch._inductor", "openreg_inductor", "openreg_runtime", "openreg_eager"]
+
+
+def test_entry_point_is_declared():
+    points = [e for e in metadata.entry_points(group="torch.backends") if e.name == "openreg"]
+    assert [e.value for e in points] == ["openreg:_autoload"]
+    requires = set(metadata.requires("openreg"))
+    assert {"openreg-runtime==0.1.0", "openreg-eager==0.1.0", "openreg-inductor==0.1.0; extra == 'compile'"} <= requires
+
+
+def test_import_torch_alone_gives_a_working_device():
+    out = run_python("import torch; print(torch.ones(2, device='openreg') * 3)", args=["-W", "error"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "tensor([3., 3.], device='openreg:0')"
+    assert out.stderr == ""
+
+
+def test_import_torch_registers_but_loads_nothing_heavy():
+    state = run_json(f"""
+        import json, sys, torch
+        loaded = [m for m in {HEAVY!r} if m in sys.modules]
+        names = (torch._C._get_privateuse1_backend_name(), str(torch.device("openreg:1")))
+        # Asking whether the device exists, as optimizers and device-agnostic code do, loads nothing either.
+        answers = (torch.accelerator.current_accelerator().type, torch.accelerator.is_available())
+        print(json.dumps({{"loaded": loaded, "names": names, "answers": answers,
+                          "after": [m for m in {HEAVY!r} if m in sys.modules]}}))
+    """)
+    assert state["loaded"] == []
+    assert state["names"] == ["openreg", "openreg:1"]
+    assert state["answers"] == ["openreg", True]
+    assert state["after"] == []
+
+
+def _openreg_import_ms() -> float:
+    # Torch imports the entry point with importlib.import_module, which -X importtime does not time, so the
+    # same work is timed through `import openreg` with autoload off: it does exactly what _autoload does.
+    # Bytecode caching on, as in an installed wheel: compiling openreg's sources is not what is measured.
+    out = run_python("import torch; import openreg", args=["-X", "importtime"],
+                     env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONDONTWRITEBYTECODE": ""})
+    assert out.returncode == 0, out.stderr
+    found = re.search(r"import time:\s+\d+ \|\s+(\d+) \| openreg$", out.stderr, re.MULTILINE)
+    assert found, out.stderr[-2000:]
+    return int(found.group(1)) / 1000
+
+
+def test_autoload_costs_at_most_10_ms():
+    # The best of a few runs after a warm-up (which writes the bytecode): timing noise only ever adds.
+    best = min(_openreg_import_ms() for _ in range(4))
+    assert best <= 10, f"registering openreg took {best:.1f} ms"
+
+
+def test_autoload_off_then_import_openreg_enables_the_device():
+    out = run_python("""
+        import torch
+        try:
+            torch.device("openreg")
+        except RuntimeError:
+            print("not registered")
+        import openreg
+        print(torch.arange(3.0, device="openreg").sum().item())
+    """, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}, args=["-W", "error"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["not registered", "3.0"]
+
+
+# (imports, whether they also work with autoload off: only when `import openreg` is among them)
+ORDERS = [
+    ("import torch", False),
+    ("import openreg_runtime", False),
+    ("import openreg_eager", False),
+    ("import openreg", True),
+    ("import openreg; import torch; import openreg", True),
+    ("import torch; import openreg; import importlib; importlib.reload(openreg)", True),
+    ("import torch; import openreg_runtime; import openreg", True),
+    ("import openreg_eager; import openreg", True),
+    ("import openreg_runtime; import torch; x = torch.empty(1, device='openreg'); import openreg", True),
+]
+
+
+@pytest.mark.parametrize(("imports", "autoload"), [(i, a) for i, off_too in ORDERS for a in ["1", "0"][:1 + off_too]])
+def test_any_import_order_works(imports: str, autoload: str):
+    out = run_python(f"""
+        {imports}
+        import torch
+        x = torch.arange(4.0, device="openreg:1")
+        print((x * 2).sum().item(), torch.openreg.device_count())
+    """, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": autoload}, args=["-W", "error"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["12.0", "2"]
+
+
+def test_first_use_from_many_threads_at_once():
+    out = run_python("""
+        import threading, torch
+        results, start = [], threading.Barrier(8)
+        def use(i):
+            start.wait()
+            results.append((torch.full((4,), float(i), device=f"openreg:{i % 2}") + 1).sum().item())
+        threads = [threading.Thread(target=use, args=(i,)) for i in range(8)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(sorted(results))
+    """, args=["-W", "error"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([4.0 * (i + 1) for i in range(8)])
+
+
+def test_the_device_module_and_tensor_methods_work_before_first_use():
+    state = run_json("""
+        import json, torch
+        from torch import openreg as early  # a reference taken before the layers load
+        count, name = torch.openreg.device_count(), torch.openreg.get_device_name(0)
+        moved = torch.ones(2).openreg()
+        print(json.dumps({"count": count, "name": name, "moved": str(moved.device), "is": moved.is_openreg,
+                          "early": early.current_device(), "same": torch.openreg.synchronize is early.synchronize}))
+    """)
+    assert state == {"count": 2, "name": state["name"], "moved": "openreg:0", "is": True, "early": 0, "same": True}
+
+
+def test_openreg_init_loads_everything_up_front():
+    # Some C++ entry points (generators, streams, pinned memory) do not ask torch.openreg first.
+    out = run_python("""
+        import torch, openreg
+        openreg.init()
+        print(torch.Generator("openreg").device, torch.Stream("openreg").device, torch.ones(2).pin_memory().is_pinned())
+    """, args=["-W", "error"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["openreg:0", "openreg:0", "True"]
