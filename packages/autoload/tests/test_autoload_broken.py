@@ -126,7 +126,7 @@ def test_import_torch_survives_and_using_the_device_says_why(shadow: Shadow, nam
     # Damage that only importing can reveal is unknown until first use: till then the device looks available.
     assert result["available"] is not breakage.at_import
     assert result["available_after_use"] is False
-    assert result["probe"] == "Scheduling"
+    assert result["probe"].endswith("Scheduling")  # a class, not an exception
     # exactly one warning, at import when the damage shows without loading anything
     warned = result["at_import"] + result["at_use"]
     assert len(warned) == 1, warned
@@ -189,7 +189,7 @@ def test_a_broken_compile_layer_leaves_the_rest_working(shadow: Shadow):
         print(json.dumps({"probe": probe.__name__, "reason": _compile.reason(),
                           "eager": (torch.ones(2, device="openreg") + 1).tolist()}))
     """, env=shadow.env())
-    assert result["probe"] == "Scheduling" and result["eager"] == [2.0, 2.0]
+    assert result["probe"] == "Scheduling" and result["eager"] == [2.0, 2.0]  # the stand-in
     assert "openreg-inductor failed to import (ImportError: half-installed)" in result["reason"]
     assert "pip install --force-reinstall --no-deps openreg-inductor==0.1.0" in result["reason"]
 

@@ -5,7 +5,7 @@ runtime-only variant there is no openreg package.
 
 - runtime: `pip install openreg-runtime`: the device, tensors and copies; compute ops say to install openreg.
 - eager: `pip install openreg`: everything eager, autoloaded (see also test_autoload_compile.py).
-- compile: `pip install "openreg[compile]"`: + openreg-inductor (a placeholder until the inductor work lands).
+- compile: `pip install "openreg[compile]"`: + openreg-inductor, torch.compile on openreg.
 """
 
 from __future__ import annotations
@@ -98,14 +98,13 @@ def test_eager_has_no_compile_layer_and_doctor_says_how_to_add_it():
 
 
 @only["compile"]
-def test_compile_installs_the_inductor_layer_without_loading_it_at_import():
-    # The inductor layer is a placeholder until its own work lands: installed, importable, and not
-    # imported by `import torch`.
+def test_compile_variant_compiles_for_openreg_and_loads_inductor_only_then():
     out = run_python("""
         import sys, torch
         print("openreg_inductor" in sys.modules, "torch._inductor" in sys.modules)
-        import openreg_inductor
-        print(openreg_inductor.__version__)
-    """, args=["-W", "error"])
+        x = torch.arange(6.0, device="openreg")
+        print(torch.compile(lambda x: (x * 2).sin() + 1)(x).device, "openreg_inductor" in sys.modules)
+        print(torch.allclose(torch.compile(lambda x: (x * 2).sin() + 1)(x).cpu(), (x.cpu() * 2).sin() + 1))
+    """)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "False", "0.1.0"]
+    assert out.stdout.split() == ["False", "False", "openreg:0", "True", "True"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import _compile, _layers
+from . import _compile, _layers, _torch_patches
 from ._layers import Problem
 
 
@@ -74,6 +74,7 @@ def enable(how: str) -> None:
                   "process can have only one. Fix: import one PrivateUse1 backend per process (set "
                   "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import the one you want).")
             return
+        _torch_patches.install()
         current = torch.__dict__.get("openreg")
         if current is not None and current is sys.modules.get("openreg_runtime.device"):
             # The runtime was imported before us (autoload off): adopt it, load the rest now.
@@ -110,6 +111,8 @@ def load() -> None:
                 _problems = found
                 if found:
                     _fail(found)
+                else:
+                    _torch_patches.dynamo_ready()
     if _problems:
         raise LoadError(describe(_problems))
 
@@ -160,8 +163,8 @@ def _device() -> types.ModuleType:
 
 
 def _adopt(device: types.ModuleType) -> None:
-    """Makes the runtime's device module load the layers above it on first use, and answer Inductor's
-    codegen probes (whoever imported the runtime: us, a user, or a layer above it)."""
+    """Makes the runtime's device module load the layers above it on first use, and gives it the lazy
+    Inductor hook (whoever imported the runtime: us, a user, or a layer above it)."""
     original = device._lazy_init
     if getattr(original, "_openreg_loads_layers", False):
         return
@@ -172,6 +175,7 @@ def _adopt(device: types.ModuleType) -> None:
 
     _lazy_init._openreg_loads_layers = True
     device._lazy_init = _lazy_init
+    device._inductor_backend_init = _compile.backend_init
     if "__getattr__" not in vars(device):
         device.__getattr__ = _compile.module_getattr
 
@@ -224,11 +228,14 @@ class _DeviceModule(types.ModuleType):
     def _is_in_bad_fork(self) -> bool:
         return loaded() and _device()._is_in_bad_fork()
 
+    def _inductor_backend_init(self) -> None:
+        _compile.backend_init()
+
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
         if name in _compile.PROBED:
-            return _compile.codegen(name)
+            return _compile.module_getattr(name)
         load()
         return getattr(_device(), name)
 

@@ -29,8 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark openreg against the CPU and print the ratios",
                                 description="Times the same work on openreg and on the CPU in one run; reports "
                                             "openreg time / CPU time. Never fails on a timing.")
-    bench.add_argument("--suite", action="append", choices=["runtime", "eager"],
-                       help="run this suite only (repeatable; default: all)")
+    bench.add_argument("--suite", action="append", choices=["runtime", "eager", "compile"],
+                       help="run this suite only (repeatable; default: all, compile only with openreg[compile])")
     bench.add_argument("--json", type=Path, metavar="PATH", help="also write the figures to PATH as JSON")
     bench.add_argument("--plot", type=Path, metavar="PATH", help="also write a PNG chart of the ratios to PATH "
                                                                  '(needs matplotlib: pip install "openreg[plot]")')
@@ -59,9 +59,11 @@ def _run(args: argparse.Namespace) -> int:
         from .demo import demo
 
         return demo(epochs=args.epochs, device=args.device)
+    from . import _compile
     from .bench import bench
 
-    return bench(suites=args.suite or ["runtime", "eager"], json_path=args.json, plot_path=args.plot,
+    default = ["runtime", "eager", *(["compile"] if _compile.supported() else [])]
+    return bench(suites=args.suite or default, json_path=args.json, plot_path=args.plot,
                  min_run_time=args.min_run_time)
 
 

@@ -74,7 +74,7 @@ def _report_layers(problems: list[str], require) -> None:
             elif layer is _layers.COMPILE:
                 status += ' (torch.compile on openreg needs it: pip install "openreg[compile]")'
         elif layer is _layers.COMPILE:
-            status = "installed" if _compile.supported() else "installed (a placeholder: no torch.compile support yet)"
+            status = "installed" if _compile.supported() else f"installed, but unusable: {_compile.reason()}"
         else:
             status = "loaded" if layer.module in sys.modules else "installed, not loaded"
         if version is not None and version != __version__:

@@ -1,8 +1,14 @@
-"""openreg-inductor: torch.compile support for the openreg device.
+"""openreg-inductor: torch.compile for the openreg device.
 
-Inductor scheduling and wrapper codegen, device op overrides, the Dynamo device
-interface and the ``openreg`` config module arrive with the inductor issue. This
-package registers nothing yet, and it does not import torch._inductor.
+Inductor generates C++ kernels for openreg graphs as it does for the CPU, and openreg launches them
+on its streams over device memory (`launch`). Nothing here runs at `import torch`: openreg's
+autoload layer registers `torch.openreg._inductor_backend_init`, which imports this package and
+registers `backend` at the first Inductor compilation. `config` holds the backend's options
+(`torch.compile(..., options={"openreg.<key>": value})`).
 """
 
+from . import config
+
 __version__ = "0.1.0"
+
+__all__ = ["config"]

@@ -4,9 +4,12 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <thread>
 
+#include "openreg/core/c_api.h"
 #include "openreg/core/device.h"
 #include "openreg/core/memory.h"
 #include "openreg/core/stream.h"
@@ -62,6 +65,11 @@ auto unlocked(F&& f) {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
+  // Compiled kernels find the C ABI by name (see c_api.h): put the core library in the global scope.
+  Dl_info core;
+  if (dladdr(reinterpret_cast<void*>(&openreg_launch_host_fn), &core) && core.dli_fname) {
+    dlopen(core.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  }
   m.attr("DEVICE_TYPE") = static_cast<int>(c10::DeviceType::PrivateUse1);  // what torch.Stream takes
   m.def("config", [] {
     const Config& c = glue::checked([]() -> const Config& { return config(); });

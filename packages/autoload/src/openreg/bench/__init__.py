@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from .. import __version__
-from . import eager, runtime
+from . import compile, eager, runtime
 
-SUITES = {"runtime": runtime.SUITE, "eager": eager.SUITE}
+SUITES = {"runtime": runtime.SUITE, "eager": eager.SUITE, "compile": compile.SUITE}
 
 
 def bench(suites: list[str], json_path: Path | None = None, plot_path: Path | None = None,

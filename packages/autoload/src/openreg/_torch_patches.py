@@ -1,0 +1,219 @@
+"""Every change openreg makes to torch internals, for torch releases that lack what it needs.
+
+PyTorch's lazy Inductor initialisation: a device module's `_inductor_backend_init` hook runs at the
+first Inductor compilation, through every entry point, before the compilation selects its
+decomposition table; if it raises, the compilation fails and the next one tries again; once the
+device is registered it never runs again. Releases that call the hook say so in
+`torch._inductor.codegen.common` (checked by capability, not by version); on the others (2.13, 2.14)
+this module gives the same behaviour without importing Inductor at `import torch`:
+
+1. `torch._inductor.compile_fx.compile_fx`, through which torch.compile, direct calls, the C++
+   wrapper and AOTInductor all compile, is wrapped when that module is first imported (an import
+   watcher on sys.meta_path) to run the hook first. The same wrapper applies `openreg.<key>`
+   options to openreg_inductor.config for that compilation, on every release.
+2. `torch._TorchCompileInductorWrapper` (torch.compile's Inductor backend) accepts `openreg.<key>`
+   options, validated against openreg_inductor.config, and keeps them in its config, so they reach
+   compile_fx and take part in Dynamo's comparison of backends.
+3. Dynamo: once Dynamo and openreg's layers are both loaded, openreg's device interface is registered
+   (public API) and `torch.openreg`'s device and stream functions are entered in Dynamo's trace rules
+   as CUDA's are (`get_torch_obj_rule_map`, built once at import), so compiled functions trace them.
+4. `torch._inductor.utils`: Inductor emits device guards (and user-stream contexts) only for GPU types
+   (`device_need_guard`), and takes any other device for a Triton one (`get_current_backend`). openreg
+   gets guards, so a graph on openreg:1 runs there, and is a "cpp" backend, as its kernels are.
+5. `torch._inductor.scheduler.BaseSchedulerNode.is_cpu` keeps Triton-only fusion steps (loop reindexing)
+   away from nodes on the CPU; openreg nodes get the same, their kernels being the CPU's C++.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import inspect
+import sys
+import threading
+from collections.abc import Callable
+from types import ModuleType
+
+import torch
+
+from . import _compile
+
+_lock = threading.Lock()
+
+
+def torch_calls_hook() -> bool:
+    """Whether this torch runs device modules' `_inductor_backend_init` itself (needs Inductor imported)."""
+    from torch._inductor.codegen import common
+
+    return "_inductor_backend_init" in inspect.getsource(common)
+
+
+def run_hook() -> None:
+    """Runs `torch.openreg._inductor_backend_init` unless openreg is registered with Inductor already."""
+    from torch._inductor.codegen.common import get_scheduling_for_device
+
+    if get_scheduling_for_device("openreg") is None:
+        torch.openreg._inductor_backend_init()
+
+
+def _patch_compile_fx(module: ModuleType) -> None:
+    original = module.compile_fx
+    if getattr(original, "_openreg_original", None):
+        return
+    hook = not torch_calls_hook()
+
+    @functools.wraps(original)
+    def compile_fx(*args, config_patches=None, **kwargs):
+        if hook:
+            run_hook()
+        config_patches, options = _compile.split_options(config_patches)
+        with _compile.options(options):
+            return original(*args, config_patches=config_patches, **kwargs)
+
+    compile_fx._openreg_original = original
+    compile_fx._openreg_runs_hook = hook
+    module.compile_fx = compile_fx
+
+
+def _patch_compile_options() -> None:
+    cls = torch._TorchCompileInductorWrapper
+    apply_options = cls.apply_options
+    if getattr(apply_options, "_openreg_original", None):
+        return
+
+    @functools.wraps(apply_options)
+    def apply_options_(self, options):
+        options, ours = _compile.split_options(options)
+        apply_options(self, options)
+        if ours:
+            _compile.validate(ours)
+            self.config.update({_compile.OPTION_PREFIX + k: v for k, v in ours.items()})
+
+    def get_compiler_config(self):
+        from torch._inductor.compile_fx import get_patched_config_dict
+
+        return get_patched_config_dict(config_patches=_compile.split_options(self.config)[0])
+
+    apply_options_._openreg_original = apply_options
+    cls.apply_options = apply_options_
+    cls.get_compiler_config = get_compiler_config
+
+
+# torch.openreg functions Dynamo handles as it does their torch.accelerator / torch.cuda counterparts
+# (same special handler), or evaluates at trace time (constant) where their result cannot change, or
+# can only with a guard.
+TRACED = {"synchronize": "accelerator.synchronize", "current_stream": "accelerator.current_stream",
+          "stream": "cuda.stream"}
+CONSTANT = ("device_count", "is_available", "get_device_properties", "get_device_capability", "get_device_name")
+GUARDED = ("current_device", "is_initialized")
+
+
+def dynamo_ready(module: ModuleType | None = None) -> None:
+    """Registers openreg with Dynamo, if both Dynamo and openreg's layers are loaded (else later, by whichever
+    of the two loads last)."""
+    from . import _loader
+
+    if "torch._dynamo" not in sys.modules or not _loader.loaded() or not _compile.register_device_interface():
+        return
+    from torch._dynamo.trace_rules import get_torch_obj_rule_map
+    from torch._dynamo.variables import TorchInGraphFunctionVariable
+    from torch._dynamo.variables import torch as torch_variables
+
+    rules, handlers = get_torch_obj_rule_map(), TorchInGraphFunctionVariable._get_handlers()
+    for name in (*TRACED, *CONSTANT, *GUARDED):
+        rules[getattr(torch.openreg, name)] = TorchInGraphFunctionVariable
+    for name, counterpart in TRACED.items():
+        module, function = counterpart.split(".")
+        handlers[getattr(torch.openreg, name)] = handlers[getattr(getattr(torch, module), function)]
+    for name in CONSTANT + GUARDED:
+        torch_variables.constant_fold_functions[getattr(torch.openreg, name)] = None
+    for name in GUARDED:
+        torch_variables.constant_fold_functions_need_guards[getattr(torch.openreg, name)] = None
+
+
+def _device_need_guard(original):
+    def device_need_guard(device: str) -> bool:
+        return device == "openreg" or original(device)
+
+    return device_need_guard
+
+
+def _get_current_backend(original):
+    def get_current_backend(device_type: str | None = None) -> str:
+        if not device_type:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        return "cpp" if device_type == "openreg" else original(device_type)
+
+    return get_current_backend
+
+
+# Modules that import the patched functions by name, in case they were imported before openreg.
+_IMPORTERS = ("torch._inductor.scheduler", "torch._inductor.codegen.common", "torch._inductor.kernel.mm_common")
+
+
+def _patch_inductor_utils(module: ModuleType) -> None:
+    for name, patch in (("device_need_guard", _device_need_guard), ("get_current_backend", _get_current_backend)):
+        original = getattr(module, name)
+        if getattr(original, "_openreg_original", None):
+            continue
+        patched = functools.wraps(original)(patch(original))
+        patched._openreg_original = original
+        for holder in [module, *filter(None, map(sys.modules.get, _IMPORTERS))]:
+            if getattr(holder, name, None) is original:
+                setattr(holder, name, patched)
+
+
+def _patch_scheduler(module: ModuleType) -> None:
+    node = module.BaseSchedulerNode
+    if getattr(node.is_cpu, "_openreg_original", None):
+        return
+    original = node.is_cpu
+
+    @functools.wraps(original)
+    def is_cpu(self) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", "openreg")
+
+    is_cpu._openreg_original = original
+    node.is_cpu = is_cpu
+
+
+WATCHED: dict[str, Callable[[ModuleType], None]] = {
+    "torch._inductor.compile_fx": _patch_compile_fx,
+    "torch._inductor.utils": _patch_inductor_utils,
+    "torch._inductor.scheduler": _patch_scheduler,
+    "torch._dynamo": dynamo_ready,
+}
+
+
+class _Watcher(importlib.abc.MetaPathFinder):
+    """Runs WATCHED[name](module) right after module `name` is first imported."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in WATCHED:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module: ModuleType) -> None:
+            exec_module(module)
+            WATCHED[name](module)
+
+        spec.loader.exec_module = exec_and_patch  # this spec's own loader instance
+        return spec
+
+
+def install() -> None:
+    """Installs the patches (idempotent); cheap: nothing of Dynamo or Inductor is imported."""
+    with _lock:
+        _patch_compile_options()
+        if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
+            sys.meta_path.insert(0, _Watcher())
+        for name, patch in WATCHED.items():
+            if name in sys.modules:  # imported before openreg was
+                patch(sys.modules[name])

@@ -1,0 +1,1 @@
+"""Inductor code generation for openreg: the CPU's C++ kernels, launched on openreg streams."""

@@ -1,0 +1,312 @@
+"""What torch.compile on openreg must preserve besides the numbers: dynamic shapes without recompiling,
+graph breaks, host copies and CPU tensors inside graphs, autocast, the current device, asynchronous
+launches, streams, and strict mode. Every result is compared with the same computation run eagerly on
+the CPU."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+import torch
+from compile_helpers import (
+    DEVICE,
+    assert_close_cpu,
+    assert_openreg_kernels,
+    generated_code,
+    reset,
+    run_python,
+)
+from torch._dynamo.testing import CompileCounterWithBackend
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    reset()
+    yield
+    reset()
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# Dynamic shapes --------------------------------------------------------------------------------------
+
+
+def _dynamic_fn(x, w):
+    h = torch.relu(x @ w)
+    # reductions over the dynamic (batch) dimension and over the static one
+    return h.softmax(dim=-1) * x.mean() + h.sum(dim=0), torch.tanh(h).sum(dim=-1)
+
+
+def test_dynamic_shapes_compile_once_for_all_batch_sizes():
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(_dynamic_fn, dynamic=True, backend=counter)
+    w = _randn(6, 4, seed=1)  # x: (batch, 6)
+    with generated_code() as codes:
+        for batch in (2, 3, 5, 9):
+            x = _randn(batch, 6, seed=batch)
+            got = compiled(x.to(DEVICE), w.to(DEVICE))
+            assert [t.shape for t in got] == [(batch, 4), (batch,)]
+            assert all(t.device.type == DEVICE for t in got)
+            assert_close_cpu(got, _dynamic_fn(x, w), what=f"batch {batch}")
+    assert counter.frame_count == 1, f"compiled {counter.frame_count} times for 4 batch sizes"
+    assert_openreg_kernels(codes)
+
+
+# Graph breaks ----------------------------------------------------------------------------------------
+
+
+def _broken_fn(x):
+    y = torch.sin(x) * 2 + x
+    torch._dynamo.graph_break()
+    return (y.cos() * x).sum(dim=1)
+
+
+def test_graph_break_gives_the_eager_result():
+    counter = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(_broken_fn, backend=counter)
+    x = _randn(5, 7)
+    with generated_code() as codes:
+        got = compiled(x.to(DEVICE))
+    assert counter.frame_count == 2, "expected one graph before the break and one after"
+    assert got.device.type == DEVICE
+    assert_close_cpu(got, _broken_fn(x))
+    assert_openreg_kernels(codes, expected_graphs=2)
+
+
+# Host copies and CPU tensors inside graphs -----------------------------------------------------------
+
+
+def _to_host_fn(x):
+    y = torch.relu(x * 2 - 1).sum(dim=0)
+    z = y.cpu()
+    return torch.exp(-z) * 3 + z.sum()
+
+
+def test_cpu_copy_inside_fullgraph():
+    x = _randn(4, 5)
+    with generated_code() as codes:
+        got = torch.compile(_to_host_fn, fullgraph=True)(x.to(DEVICE))
+    assert got.device.type == "cpu"
+    assert_close_cpu(got, _to_host_fn(x))
+    assert_openreg_kernels(codes)
+
+
+def _with_cpu_scalar(x, s):
+    return (x * s + s).tanh()
+
+
+def _moves_cpu_tensor_in(x, c):
+    return torch.sigmoid(x) + c.to(x.device) * 2
+
+
+MIXED = {
+    # an openreg tensor with a 0-dim CPU tensor (a CPU scalar may take part in device computations)
+    "cpu_scalar_tensor": (_with_cpu_scalar, lambda: (_randn(3, 4), torch.tensor(1.5)), (True, False)),
+    # a CPU tensor copied to openreg inside the graph
+    "copy_to_openreg": (_moves_cpu_tensor_in, lambda: (_randn(3, 4), _randn(3, 4, seed=1)), (True, False)),
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_graph_mixing_cpu_and_openreg(name):
+    fn, make_inputs, on_device = MIXED[name]
+    cpu_inputs = make_inputs()
+    args = [t.to(DEVICE) if move else t for t, move in zip(cpu_inputs, on_device, strict=True)]
+    assert any(a.device.type == "cpu" for a in args)
+    with generated_code() as codes:
+        got = torch.compile(fn, fullgraph=True)(*args)
+    assert got.device.type == DEVICE
+    assert_close_cpu(got, fn(*cpu_inputs))
+    assert_openreg_kernels(codes)
+
+
+# Autocast --------------------------------------------------------------------------------------------
+
+
+def _autocast_fn(a, b):
+    with torch.autocast(a.device.type, dtype=torch.bfloat16):
+        c = a @ b
+        d = torch.relu(c) + 1
+    return c, d.float().sum(dim=0)
+
+
+def test_autocast_bfloat16_inside_compiled_function():
+    a, b = _randn(8, 16), _randn(16, 8, seed=1)
+    expected = _autocast_fn(a, b)  # eager CPU autocast, bfloat16
+    assert expected[0].dtype == torch.bfloat16
+    with generated_code() as codes:
+        got = torch.compile(_autocast_fn)(a.to(DEVICE), b.to(DEVICE))
+    assert got[0].dtype == torch.bfloat16, f"matmul under autocast gave {got[0].dtype}"
+    assert got[1].dtype == torch.float32
+    assert all(t.device.type == DEVICE for t in got)
+    assert_close_cpu(got, expected, atol=1e-2, rtol=1e-2)
+    assert_openreg_kernels(codes)
+
+
+# The current device ----------------------------------------------------------------------------------
+
+
+def _device_fn(x, y):
+    return (x * y).sin() + torch.ones_like(x) + x.sum(dim=1, keepdim=True)
+
+
+def test_graph_on_second_device():
+    if torch.openreg.device_count() < 2:
+        pytest.fail("this test needs OPENREG_DEVICE_COUNT >= 2 (the default is 2)")
+    x, y = _randn(4, 6), _randn(4, 6, seed=1)
+    assert torch.openreg.current_device() == 0
+    with generated_code() as codes:
+        got = torch.compile(_device_fn)(x.to("openreg:1"), y.to("openreg:1"))
+    assert torch.openreg.current_device() == 0
+    assert got.device == torch.device("openreg:1")
+    torch.openreg.synchronize(1)
+    assert_close_cpu(got, _device_fn(x, y))
+    assert_openreg_kernels(codes)
+
+
+# Asynchrony ------------------------------------------------------------------------------------------
+
+SLEEP_MS = 300
+
+
+def _async_fn(x):
+    return (x.exp() + x * 3).sum(dim=1)
+
+
+def test_compiled_call_does_not_wait_for_the_stream():
+    compiled = torch.compile(_async_fn)
+    x = _randn(64, 64)
+    dev_x = x.to(DEVICE)
+    compiled(dev_x)  # compiles
+    torch.openreg.synchronize()
+
+    torch.openreg._sleep(SLEEP_MS)
+    start = time.perf_counter()
+    got = compiled(dev_x)
+    call_s = time.perf_counter() - start
+    torch.openreg.synchronize()
+    total_s = time.perf_counter() - start
+    assert call_s < SLEEP_MS / 1000 / 2, f"the compiled call took {call_s * 1000:.0f} ms: it waited for the stream"
+    assert total_s >= SLEEP_MS / 1000 * 0.8, "the queued sleep did not delay the stream (the test proves nothing)"
+    assert_close_cpu(got, _async_fn(x))
+
+
+# Streams ---------------------------------------------------------------------------------------------
+
+
+def _on_side_stream(x, s):
+    with torch.openreg.stream(s):
+        y = x * 2
+    return y + 1
+
+
+def test_stream_context_inside_fullgraph():
+    x = _randn(16, 16)
+    s = torch.openreg.Stream()
+    with generated_code() as codes:
+        got = torch.compile(_on_side_stream, fullgraph=True)(x.to(DEVICE), s)
+    assert torch.openreg.current_stream() == torch.openreg.default_stream()
+    torch.openreg.synchronize()
+    assert_close_cpu(got, x * 2 + 1)
+    assert_openreg_kernels(codes)
+
+
+def _only_on_side_stream(x, s):
+    with torch.openreg.stream(s):
+        return torch.sin(x) * 2
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_work_in_stream_context_runs_on_that_stream(compiled):
+    """What runs under `with torch.openreg.stream(s)` is ordered on s, not on the current stream: while
+    the current stream is busy, the result can be read on s (the eager case checks the premise)."""
+    fn = torch.compile(_only_on_side_stream, fullgraph=True) if compiled else _only_on_side_stream
+    s = torch.openreg.Stream()
+    fn(_randn(32, 32, seed=1).to(DEVICE), s)  # compiles (compiled case)
+    x = _randn(32, 32, seed=2)  # new values: a reused block may hold the previous result
+    dev_x = x.to(DEVICE)
+    torch.openreg.synchronize()
+    torch.openreg._sleep(SLEEP_MS)  # the current (default) stream is busy
+    y = fn(dev_x, s)
+    with torch.openreg.stream(s):
+        got = y.cpu()  # ordered on s only
+    torch.openreg.synchronize()
+    assert_close_cpu(got, torch.sin(x) * 2, what="result read on the side stream")
+
+
+def _synchronizes(x):
+    y = x.cos() * 2
+    torch.openreg.synchronize()
+    return y + 1
+
+
+def test_synchronize_inside_fullgraph_waits_for_the_device():
+    compiled = torch.compile(_synchronizes, fullgraph=True)
+    x = _randn(8, 8)
+    dev_x = x.to(DEVICE)
+    with generated_code() as codes:
+        compiled(dev_x)
+    assert_openreg_kernels(codes)
+    torch.openreg.synchronize()
+    torch.openreg._sleep(SLEEP_MS)
+    start = time.perf_counter()
+    got = compiled(dev_x)
+    call_s = time.perf_counter() - start
+    assert call_s >= SLEEP_MS / 1000 * 0.8, (
+        f"the compiled function returned after {call_s * 1000:.0f} ms: its torch.openreg.synchronize() did not "
+        f"wait for the {SLEEP_MS} ms queued on the stream")
+    torch.openreg.synchronize()
+    assert_close_cpu(got, _synchronizes(x))
+
+
+def _current_stream(x):
+    s = torch.openreg.current_stream()
+    return x + 1, s
+
+
+def test_current_stream_inside_fullgraph():
+    compiled = torch.compile(_current_stream, fullgraph=True)
+    x = _randn(8, 8)
+    side = torch.openreg.Stream()
+    for stream in (torch.openreg.default_stream(), side, torch.openreg.default_stream()):
+        with torch.openreg.stream(stream):
+            got, current = compiled(x.to(DEVICE))
+            assert current == stream, f"current_stream() in a compiled function gave {current}, not {stream}"
+            expected_eager = _current_stream(x.to(DEVICE))[1]
+            assert current == expected_eager
+            stream.synchronize()
+        assert_close_cpu(got, x + 1)
+
+
+# Strict mode -----------------------------------------------------------------------------------------
+
+STRICT_SCRIPT = """
+import ctypes
+import torch
+
+def f(x, w):
+    h = torch.relu(x @ w + 1)
+    return h.softmax(dim=-1) * x.sum() + h.mean(dim=0)
+
+g = torch.Generator().manual_seed(0)
+x, w = torch.randn(6, 5, generator=g), torch.randn(5, 4, generator=g)
+expected = f(x, w)
+got = torch.compile(f, fullgraph=True)(x.to("openreg"), w.to("openreg"))
+assert got.device.type == "openreg", got.device
+torch.testing.assert_close(got.cpu(), expected, atol=1e-4, rtol=1e-4)
+print("strict ok", flush=True)
+# Strict mode was really on: the host reading the compiled graph's output faults.
+torch.openreg.synchronize()
+print(ctypes.string_at(got.data_ptr(), 4).hex(), flush=True)
+"""
+
+
+def test_strict_mode_compiled_kernels_open_device_memory():
+    out = run_python(STRICT_SCRIPT, env={"OPENREG_STRICT": "1"})
+    described = f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    assert out.stdout.splitlines() == ["strict ok"], described
+    assert out.returncode == -signal.SIGSEGV, described

@@ -1,0 +1,91 @@
+"""`torch.compile(..., options={"openreg.<key>": value})`: validated, applied to openreg_inductor.config
+for that compilation only, part of the FX graph cache key, and each key changes what it says."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+from torch._inductor.utils import fresh_cache, run_and_get_code
+
+import openreg_inductor
+
+
+def f(x, y):
+    return (x.sin() * y + 1).relu()
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _inputs(device="openreg"):
+    torch.manual_seed(0)
+    return torch.randn(32, 64, device=device), torch.randn(32, 64, device=device)
+
+
+def test_unknown_key_lists_the_valid_ones():
+    expected = r"Unknown option 'openreg.vector_width'.*openreg.async_launch.*openreg.simdlen"
+    with pytest.raises(RuntimeError, match=expected):
+        torch.compile(f, options={"openreg.vector_width": 256})
+
+
+@pytest.mark.parametrize("key, value", [("openreg.simdlen", "avx2"), ("openreg.async_launch", 1.5)])
+def test_a_value_of_the_wrong_type_is_refused(key, value):
+    with pytest.raises(RuntimeError, match=f"Option '{key}' takes"):
+        torch.compile(f, options={key: value})
+
+
+def test_inductor_options_still_work_beside_openreg_ones():
+    x, y = _inputs()
+    out = torch.compile(f, options={"openreg.simdlen": 1, "max_autotune": False})(x, y)
+    torch.testing.assert_close(out.cpu(), f(x.cpu(), y.cpu()))
+    with pytest.raises(RuntimeError, match="Unexpected optimization option not_an_option"):
+        torch.compile(f, options={"openreg.simdlen": 1, "not_an_option": 1})
+
+
+@pytest.mark.parametrize("simdlen, vectorized", [(None, True), (1, False)])
+def test_simdlen_chooses_vector_or_scalar_kernels(simdlen, vectorized):
+    x, y = _inputs()
+    out, (code,) = run_and_get_code(torch.compile(f, options={"openreg.simdlen": simdlen}), x, y)
+    torch.testing.assert_close(out.cpu(), f(x.cpu(), y.cpu()))
+    assert ("at::vec::Vectorized" in code) == vectorized
+    assert openreg_inductor.config.simdlen is None  # patched for that compilation only
+
+
+@pytest.mark.parametrize("async_launch", [True, False])
+def test_async_launch_decides_whether_a_call_waits_for_its_kernels(async_launch):
+    x, y = _inputs()
+    compiled = torch.compile(f, options={"openreg.async_launch": async_launch})
+    compiled(x, y)
+    torch.openreg.synchronize()
+    torch.openreg._sleep(400)  # the stream is busy for 400 ms
+    start = time.perf_counter()
+    out = compiled(x, y)
+    elapsed = time.perf_counter() - start
+    if async_launch:
+        assert elapsed < 0.2, f"the call waited {elapsed:.3f} s for the stream"
+    else:
+        assert elapsed >= 0.35, f"the call returned after {elapsed:.3f} s, before its kernel could run"
+    torch.testing.assert_close(out.cpu(), f(x.cpu(), y.cpu()))
+
+
+def test_options_are_part_of_the_fx_graph_cache_key():
+    x, y = _inputs()
+
+    def compile_with(simdlen):
+        torch._dynamo.reset()
+        torch.compile(f, options={"openreg.simdlen": simdlen})(x, y)
+
+    with fresh_cache():
+        counters.clear()
+        compile_with(1)
+        compile_with(None)
+        assert (counters["inductor"]["fxgraph_cache_miss"], counters["inductor"]["fxgraph_cache_hit"]) == (2, 0)
+        compile_with(1)
+        assert counters["inductor"]["fxgraph_cache_hit"] == 1

@@ -1,0 +1,58 @@
+"""openreg._torch_patches, the one module that changes torch internals: each patch lands whether torch's
+modules are imported after openreg (the import watcher) or before it, and only once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+CHECK = """
+import torch._inductor.codegen.common as common, torch._inductor.compile_fx as compile_fx
+import torch._inductor.scheduler as scheduler, torch._inductor.utils as utils
+patched = {
+    "compile_fx": compile_fx.compile_fx._openreg_original,
+    "apply_options": torch._TorchCompileInductorWrapper.apply_options._openreg_original,
+    "is_cpu": scheduler.BaseSchedulerNode.is_cpu._openreg_original,
+    "device_need_guard": scheduler.device_need_guard._openreg_original,
+    "get_current_backend": common.get_current_backend._openreg_original,
+}
+assert utils.get_current_backend is common.get_current_backend
+assert not hasattr(compile_fx.compile_fx._openreg_original, "_openreg_original")  # not wrapped twice
+print(sorted(patched))
+"""
+
+
+def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
+    code = textwrap.dedent(prelude) + CHECK
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.split()
+
+
+EXPECTED = ["['apply_options',", "'compile_fx',", "'device_need_guard',", "'get_current_backend',", "'is_cpu']"]
+
+
+def test_patches_land_when_inductor_is_imported_after_openreg():
+    assert _run("import torch, openreg, openreg._torch_patches as p; p.install()") == EXPECTED
+
+
+def test_patches_land_when_inductor_was_imported_before_openreg():
+    prelude = """
+        import torch, torch._inductor.compile_fx, torch._inductor.scheduler  # before openreg
+        import openreg
+    """
+    assert _run(prelude, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}) == EXPECTED
+
+
+def test_inductor_behaviour_for_other_devices_is_unchanged():
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import torch
+        import torch._inductor.utils as utils
+        print(utils.device_need_guard("cuda"), utils.device_need_guard("cpu"), utils.device_need_guard("openreg"))
+        print(utils.get_current_backend("cpu"), utils.get_current_backend("openreg"))
+    """)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["True", "False", "True", "cpp", "cpp"]
