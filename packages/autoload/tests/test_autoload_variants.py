@@ -104,7 +104,7 @@ def test_compile_variant_compiles_for_openreg_and_loads_inductor_only_then():
         print("openreg_inductor" in sys.modules, "torch._inductor" in sys.modules)
         x = torch.arange(6.0, device="openreg")
         print(torch.compile(lambda x: (x * 2).sin() + 1)(x).device, "openreg_inductor" in sys.modules)
-        print(torch.allclose(torch.compile(lambda x: (x * 2).sin() + 1)(x).cpu(), (x.cpu() * 2).sin() + 1))
+        print(torch.allclose(torch.compile(lambda x: (x * 2).sin() + 1)(x).cpu(), (x.cpu() * 2).sin() + 1, atol=1e-5))
     """)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False", "openreg:0", "True", "True"]

@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+# Results are compared with atol=1e-5: generated kernels round differently from ATen's (vectorised sin,
+# fused multiply-add), and allclose's default atol=1e-8 fails on a one-ulp difference near zero.
 # Instruments the hook and the decomposition-table selection, then runs ENTRY and prints what happened.
 PRELUDE = """
 import json, sys, threading, time, torch
@@ -79,7 +81,7 @@ def test_a_failing_hook_fails_the_compilation_and_the_next_one_retries():
             events.append(f"raised: {exc}")
         torch._dynamo.reset()
         out = torch.compile(fn)(x.to("openreg"))[0]
-        events.append(bool(torch.allclose(out.cpu(), fn(x)[0])))
+        events.append(bool(torch.allclose(out.cpu(), fn(x)[0], atol=1e-5)))
     """)
     events = result["events"]
     assert events[0] == "init" and "vendor init failed" in events[1], events
@@ -100,7 +102,7 @@ def test_concurrent_first_compilations_wait_for_one_initialisation():
             try:
                 x = torch.randn(8, device="openreg")
                 out = torch.compile(lambda x: x * scale + 1)(x)
-                results.append(bool(torch.allclose(out.cpu(), x.cpu() * scale + 1)))
+                results.append(bool(torch.allclose(out.cpu(), x.cpu() * scale + 1, atol=1e-5)))
             except Exception as exc:
                 results.append(repr(exc))
         threads = [threading.Thread(target=compile_one, args=(s,)) for s in (2.0, 3.0)]
@@ -129,7 +131,7 @@ def test_a_torch_that_calls_the_hook_itself_is_left_to_do_so():
             if get_scheduling_for_device("openreg") is None:
                 torch.openreg._inductor_backend_init()
         x = torch.randn(8, device="openreg")
-        assert torch.allclose(torch.compile(lambda x: x + 1)(x).cpu(), x.cpu() + 1)
+        assert torch.allclose(torch.compile(lambda x: x + 1)(x).cpu(), x.cpu() + 1, atol=1e-5)
         print(len(calls))
     """
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=900)

@@ -27,7 +27,6 @@ this module gives the same behaviour without importing Inductor at `import torch
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import importlib.machinery
 import inspect
 import sys
@@ -189,8 +188,9 @@ WATCHED: dict[str, Callable[[ModuleType], None]] = {
 }
 
 
-class _Watcher(importlib.abc.MetaPathFinder):
-    """Runs WATCHED[name](module) right after module `name` is first imported."""
+class _Watcher:
+    """A sys.meta_path finder that runs WATCHED[name](module) right after module `name` is first imported.
+    (Not an importlib.abc.MetaPathFinder: importing importlib.abc would cost `import torch` milliseconds.)"""
 
     def find_spec(self, name, path, target=None):
         if name not in WATCHED:
