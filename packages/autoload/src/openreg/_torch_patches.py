@@ -56,13 +56,22 @@ def run_hook() -> None:
         torch.openreg._inductor_backend_init()
 
 
-def _patch_compile_fx(module: ModuleType) -> None:
-    original = module.compile_fx
+def _replace(holders, name: str, make: Callable) -> None:
+    """Replaces function `name` of each of `holders` that still has the original with make(original), once:
+    the replacement keeps the original as `_openreg_original`."""
+    original = getattr(holders[0], name)
     if getattr(original, "_openreg_original", None):
         return
+    patched = functools.wraps(original)(make(original))
+    patched._openreg_original = original
+    for holder in holders:
+        if getattr(holder, name, None) is original:
+            setattr(holder, name, patched)
+
+
+def _compile_fx(original):
     hook = not torch_calls_hook()
 
-    @functools.wraps(original)
     def compile_fx(*args, config_patches=None, **kwargs):
         if hook:
             run_hook()
@@ -70,33 +79,37 @@ def _patch_compile_fx(module: ModuleType) -> None:
         with _compile.options(options):
             return original(*args, config_patches=config_patches, **kwargs)
 
-    compile_fx._openreg_original = original
     compile_fx._openreg_runs_hook = hook
-    module.compile_fx = compile_fx
+    return compile_fx
 
 
-def _patch_compile_options() -> None:
-    cls = torch._TorchCompileInductorWrapper
-    apply_options = cls.apply_options
-    if getattr(apply_options, "_openreg_original", None):
-        return
+def _patch_compile_fx(module: ModuleType) -> None:
+    _replace([module], "compile_fx", _compile_fx)
 
-    @functools.wraps(apply_options)
-    def apply_options_(self, options):
+
+def _apply_options(original):
+    def apply_options(self, options):
         options, ours = _compile.split_options(options)
-        apply_options(self, options)
+        original(self, options)
         if ours:
             _compile.validate(ours)
             self.config.update({_compile.OPTION_PREFIX + k: v for k, v in ours.items()})
 
+    return apply_options
+
+
+def _get_compiler_config(original):
     def get_compiler_config(self):
         from torch._inductor.compile_fx import get_patched_config_dict
 
         return get_patched_config_dict(config_patches=_compile.split_options(self.config)[0])
 
-    apply_options_._openreg_original = apply_options
-    cls.apply_options = apply_options_
-    cls.get_compiler_config = get_compiler_config
+    return get_compiler_config
+
+
+def _patch_compile_options() -> None:
+    _replace([torch._TorchCompileInductorWrapper], "apply_options", _apply_options)
+    _replace([torch._TorchCompileInductorWrapper], "get_compiler_config", _get_compiler_config)
 
 
 # torch.openreg functions Dynamo handles as it does their torch.accelerator / torch.cuda counterparts
@@ -154,30 +167,21 @@ _IMPORTERS = ("torch._inductor.scheduler", "torch._inductor.codegen.common", "to
 
 
 def _patch_inductor_utils(module: ModuleType) -> None:
-    for name, patch in (("device_need_guard", _device_need_guard), ("get_current_backend", _get_current_backend)):
-        original = getattr(module, name)
-        if getattr(original, "_openreg_original", None):
-            continue
-        patched = functools.wraps(original)(patch(original))
-        patched._openreg_original = original
-        for holder in [module, *filter(None, map(sys.modules.get, _IMPORTERS))]:
-            if getattr(holder, name, None) is original:
-                setattr(holder, name, patched)
+    holders = [module, *filter(None, map(sys.modules.get, _IMPORTERS))]
+    _replace(holders, "device_need_guard", _device_need_guard)
+    _replace(holders, "get_current_backend", _get_current_backend)
 
 
-def _patch_scheduler(module: ModuleType) -> None:
-    node = module.BaseSchedulerNode
-    if getattr(node.is_cpu, "_openreg_original", None):
-        return
-    original = node.is_cpu
-
-    @functools.wraps(original)
+def _is_cpu(original):
     def is_cpu(self) -> bool:
         device = self.get_device()
         return device is not None and device.type in ("cpu", "openreg")
 
-    is_cpu._openreg_original = original
-    node.is_cpu = is_cpu
+    return is_cpu
+
+
+def _patch_scheduler(module: ModuleType) -> None:
+    _replace([module.BaseSchedulerNode], "is_cpu", _is_cpu)
 
 
 WATCHED: dict[str, Callable[[ModuleType], None]] = {

@@ -80,6 +80,11 @@ class DeviceGuard {
 """
 
 
+def simd(simdlen: int | None):
+    """Inductor's C++ vector width set to `simdlen` (None: the host's widest), for codegen or a build."""
+    return inductor_config.patch({"cpp.simdlen": simdlen})
+
+
 def launch_flags() -> int:
     return 0 if config.async_launch else 1  # 1: wait for the kernel (see LAUNCH_CPP)
 
@@ -112,7 +117,7 @@ def cpp_pybinding(async_compile: AsyncCompile, flags: int, simdlen: int | None, 
                   source_code: str):
     """`async_compile.cpp_pybinding` for openreg kernels."""
     bindings = _BINDINGS[flags]
-    with inductor_config.patch({"cpp.simdlen": simdlen}):  # the build flags follow the generated code
+    with simd(simdlen):  # the build flags follow the generated code
         if get_compile_threads() <= 1:
             return bindings.load_pybinding(argtypes, source_code)
         return LambdaFuture(bindings.load_pybinding_async(argtypes, source_code, submit_fn=async_compile.submit))

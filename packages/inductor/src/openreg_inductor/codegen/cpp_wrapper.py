@@ -8,11 +8,7 @@ from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
 
 from .. import launch
-from .wrapper import KernelOrder, on_host
-
-
-def _on_openreg(device) -> bool:
-    return device is not None and device.type == "openreg"
+from .wrapper import KernelOrder, on_host, on_openreg
 
 
 class OpenRegCppWrapper(KernelOrder, CppWrapperCpu):
@@ -36,7 +32,7 @@ class OpenRegCppWrapper(KernelOrder, CppWrapperCpu):
         super().add_device_include("cpu" if device == "openreg" else device)  # openreg kernels are CPU C++
 
     def codegen_device(self, device) -> str:
-        if not _on_openreg(device):
+        if not on_openreg(device):
             return super().codegen_device(device)
         self.used_cached_devices.add("privateuse1")
         return f"cached_torch_device_type_privateuse1, {device.index or 0}"
@@ -44,7 +40,7 @@ class OpenRegCppWrapper(KernelOrder, CppWrapperCpu):
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, arg_types=None,
                                      **kwargs):
         device = device or V.graph.get_current_device_or_throw()
-        if triton or not _on_openreg(device):
+        if triton or not on_openreg(device):
             return super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton,
                                                         arg_types=arg_types, **kwargs)
         args = [self._kernel_arg(a, t) for a, t in zip(call_args, arg_types, strict=True)]

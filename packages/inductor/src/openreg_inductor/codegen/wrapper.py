@@ -11,7 +11,8 @@ from .. import config, launch
 _CPU_LOADER = "async_compile.cpp_pybinding("
 
 
-def _on_openreg(device=None) -> bool:
+def on_openreg(device=None) -> bool:
+    """Whether `device` (default: the one being generated for) is an openreg device."""
     device = device or V.graph.current_device
     return device is not None and device.type == "openreg"
 
@@ -64,13 +65,13 @@ class _OpenRegKernels(KernelOrder):
     def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
         # The scheduler defines each kernel while its device is current: a graph mixing cpu and openreg
         # keeps plain loading for its CPU kernels.
-        if not gpu and _on_openreg() and kernel_body.startswith(_CPU_LOADER):
+        if not gpu and on_openreg() and kernel_body.startswith(_CPU_LOADER):
             kernel_body = launch.loader(launch.launch_flags(), config.simdlen) + kernel_body[len(_CPU_LOADER):]
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
         device = device or V.graph.get_current_device_or_throw()
-        if not triton and _on_openreg(device):
+        if not triton and on_openreg(device):
             # The binding queues the kernel; CPU scalars travel to the device first (in stream order).
             args = [f"{a}.to('{device}')" if on_host(a) else a for a in call_args]
             self.writeline(self.wrap_kernel_call(kernel_name, args))
