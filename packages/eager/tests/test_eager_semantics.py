@@ -498,6 +498,46 @@ def test_out_variants_of_reductions_and_matmul():
     assert_close(indices.cpu(), ref.indices)
 
 
+def _foreach_step(a, b, out):
+    torch._foreach_add_([a, b], [b, a])
+    torch._foreach_mul_([a, b], 0.25)  # keeps the values bounded over many steps
+
+
+HOT_CALLS = {
+    # Ops with typed kernels that lend their tensor arguments to the generic kernel without a reference.
+    "add": lambda a, b, out: a + b,
+    "add_": lambda a, b, out: a.add_(b, alpha=0.5).div_(2),
+    "mm.out": lambda a, b, out: torch.mm(a, b, out=out),
+    "addmm": lambda a, b, out: torch.addmm(out, a, b, beta=0.5),
+    "native_layer_norm": lambda a, b, out: torch.nn.functional.layer_norm(a, (4,), b[0], b[1]),
+    "_foreach_add_": _foreach_step,
+}
+
+
+@pytest.mark.parametrize("name", HOT_CALLS)
+def test_typed_kernels_neither_keep_nor_release_their_arguments(name):
+    import gc
+    import weakref
+
+    call = HOT_CALLS[name]
+    cpu = [_cpu_randn(4, 4, seed=i) for i in range(3)]
+    dev = [t.to(D0) for t in cpu]
+    expected, result = call(*cpu), call(*dev)  # in-place calls change their arguments on both sides
+    assert_close([t.cpu() for t in dev], cpu)
+    if isinstance(expected, torch.Tensor):
+        assert_close(result.cpu(), expected)
+    alive = [weakref.ref(t) for t in dev]
+    for _ in range(100):  # a lost reference would free them early: their memory would be reused under us
+        call(*cpu)
+        call(*dev)
+        torch.empty(4, 4, device=D0).fill_(float("nan"))
+    assert_close([t.cpu() for t in dev], cpu)
+    del dev, result
+    gc.collect()
+    torch.openreg.synchronize()
+    assert [ref() for ref in alive] == [None, None, None]  # an extra reference would keep them alive
+
+
 # --------------------------------------------------------------------------- non-contiguous inputs
 
 

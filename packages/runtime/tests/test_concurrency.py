@@ -77,3 +77,25 @@ def test_allocation_statistics_consistent_after_threads(clean_device):
     stats = torch.openreg.memory_stats(0)
     assert stats["allocation.all.current"] == base_count
     assert stats["allocation.all.allocated"] - base_allocs == THREADS * 200
+
+
+def test_threads_sharing_one_stream_keep_its_order():
+    # Launchers on one stream share its queue: each thread's work runs in the order it was queued, and an
+    # event recorded after a thread's work completes only after that work.
+    stream = torch.openreg.default_stream(0)
+    seen = []
+
+    def work(tid):
+        with torch.openreg.stream(stream):
+            t = torch.zeros(64, dtype=torch.float64, device="openreg:0")
+            for i in range(ITERATIONS):
+                t.fill_(float(tid * 1_000_000 + i))
+            done = torch.openreg.Event()
+            done.record(stream)
+            done.synchronize()
+            seen.append((tid, t.cpu()))
+
+    _run_threads(work)
+    assert sorted(tid for tid, _ in seen) == list(range(THREADS))
+    for tid, values in seen:
+        assert_close(values, torch.full((64,), float(tid * 1_000_000 + ITERATIONS - 1), dtype=torch.float64))

@@ -1,5 +1,8 @@
 """Streams and events: asynchrony, ordering, timing, asynchronous failures."""
 
+import gc
+import weakref
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -329,3 +332,18 @@ def test_launch_blocking_reports_failures_at_the_call(run_python, describe_proc)
     )
     assert proc.returncode == 0, describe_proc(proc)
     assert proc.stdout.split() == ["raised", "True"]
+
+
+def test_synchronize_releases_what_finished_work_captured():
+    # A queued copy holds its CPU source until it has run; finished work is destroyed by the host (at its next
+    # launch or wait), so after a synchronize nothing of it keeps the source alive.
+    src = torch.rand(4096).pin_memory()
+    alive = weakref.ref(src)
+    with torch.openreg.stream(torch.openreg.Stream()):
+        torch.openreg._sleep(50)
+        dst = src.to("openreg", non_blocking=True)
+    del src
+    gc.collect()
+    torch.openreg.synchronize()
+    assert alive() is None
+    assert dst.cpu().shape == (4096,)

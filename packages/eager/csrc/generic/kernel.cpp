@@ -19,6 +19,8 @@
 
 #include "../fallback/policy.h"
 #include "host_call.h"
+#include "hot_ops.h"
+#include "kernel.h"
 #include "meta.h"
 #include "op_info.h"
 #include "openreg/core/device.h"
@@ -86,12 +88,11 @@ c10::IValue pack(std::vector<at::Tensor> tensors, const c10::Argument& ret) {
   return c10::List<at::Tensor>(tensors);
 }
 
-void run_view(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info, size_t n) {
-  auto args = torch::jit::last(*stack, n);
+Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   auto meta = infer_meta(op, args, /*use_cache=*/false);
   TORCH_CHECK(meta, "'", op.schema().operator_name(), "' is a view op without a meta kernel, so openreg cannot "
               "work out the view's shape");
-  std::vector<c10::IValue> results;
+  Results results;
   const auto& rets = op.schema().returns();
   for (size_t i = 0; i < rets.size(); ++i) {
     const at::Tensor& base = args[info.result_alias[i]].toTensor();
@@ -99,13 +100,11 @@ void run_view(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpI
     for (const auto& m : meta->results[i]) views.push_back(alias_of(base, m));
     results.push_back(pack(std::move(views), rets[i]));
   }
-  torch::jit::drop(*stack, n);
-  for (auto& r : results) stack->push_back(std::move(r));
+  return results;
 }
 
-void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info, size_t n,
-                 c10::DeviceIndex device) {
-  auto args = torch::jit::last(*stack, n);
+Results run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
+                    c10::DeviceIndex device) {
   glue::checked([&] { openreg::current_stream(device).synchronize(); });
   HostCall call(args, info.generator_arg, device);
   torch::jit::Stack out;
@@ -115,15 +114,15 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
       out = call.run(op);
     } catch (const c10::Error& e) {
       if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
-      return cpu_fallback(op, stack, "its CPU kernel resizes device memory");
+      throw NeedsFallback{"its CPU kernel resizes device memory"};
     }
   }
-  std::vector<c10::IValue> results;
+  Results results;
   const c10::Device where(kOpenreg, device);
   for (size_t i = 0; i < out.size(); ++i) {
     int alias = i < info.result_alias.size() ? info.result_alias[i] : -1;
     if (alias >= 0) {
-      results.push_back(args[alias]);
+      results.emplace_back();  // the argument itself
     } else if (out[i].isTensor()) {
       const at::Tensor& t = out[i].toTensor();
       results.push_back(t.defined() ? t.to(where) : t);
@@ -135,17 +134,16 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
       results.push_back(out[i]);
     }
   }
-  torch::jit::drop(*stack, n);
-  for (auto& r : results) stack->push_back(std::move(r));
+  return results;
 }
 
 bool same_shape(const at::Tensor& t, const TensorMeta& m) {
   return t.sizes() == c10::IntArrayRef(m.sizes) && t.strides() == c10::IntArrayRef(m.strides);
 }
 
-void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpInfo& info, size_t n,
-               c10::DeviceIndex device, const MetaResult& meta) {
-  auto args = torch::jit::last(*stack, n);
+Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
+                  c10::DeviceIndex device, const MetaResult& meta) {
+  const size_t n = args.size();
   // out= tensors of the wrong shape are resized on the host, as the CPU
   // kernel would do, before their memory is captured.
   for (size_t i = 0; i < n; ++i) {
@@ -160,45 +158,45 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
       impl->set_sizes_and_strides(m.sizes, m.strides);
     }
   }
-  auto call = std::make_shared<HostCall>(args, info.generator_arg, device);
+  HostCall call(args, info.generator_arg, device);
   const auto& rets = op.schema().returns();
   // The out= overload writes results in place; it cannot skip a result.
   bool via_out = info.out_variant.has_value();
   for (const auto& r : meta.results) {
     for (const auto& m : r) via_out = via_out && m.defined;
   }
-  std::vector<c10::IValue> results;
+  Results results;
   std::vector<glue::HostView> into;  // the fresh results (data null: a skipped result)
   for (size_t i = 0; i < rets.size(); ++i) {
     if (info.result_alias[i] >= 0) {  // written in place: nothing to copy
-      results.push_back(args[info.result_alias[i]]);
+      results.emplace_back();  // the argument itself
       into.resize(into.size() + meta.results[i].size());
       continue;
     }
     std::vector<at::Tensor> fresh;
     for (const auto& m : meta.results[i]) {
       fresh.push_back(m.defined ? allocate(m) : at::Tensor());
-      if (via_out) call->add_out(fresh.back());
+      if (via_out) call.add_out(fresh.back());
       into.push_back(m.defined ? glue::HostView::of(fresh.back()) : glue::HostView{});
     }
     results.push_back(pack(std::move(fresh), rets[i]));
   }
-  glue::Touches touches = call->touches();
+  glue::Touches touches = call.touches();
   for (const auto& v : into) {
     if (v.data != nullptr) touches.push_back(v.data);
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
-  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call, op, out_op, into] {
+  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into)] {
     if (out_op) {
       try {
-        call->run(*out_op, /*with_outs=*/true);  // wrote the results in place
+        call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
         return;
       } catch (const c10::Error&) {
         // A few CPU out= kernels use their outputs as scratch space of another
         // shape, which device memory cannot be: compute functionally instead.
       }
     }
-    torch::jit::Stack out = call->run(op);
+    torch::jit::Stack out = call.run(op);
     if (std::none_of(into.begin(), into.end(), [](const glue::HostView& v) { return v.data != nullptr; })) return;
     size_t k = 0;
     auto take = [&](const at::Tensor& t) {
@@ -213,8 +211,7 @@ void run_async(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Op
       }
     }
   });
-  torch::jit::drop(*stack, n);
-  for (auto& r : results) stack->push_back(std::move(r));
+  return results;
 }
 
 // PyTorch routes some ops of devices it does not know to "_overrideable" ops
@@ -239,25 +236,6 @@ const c10::OperatorHandle& cpu_equivalent(const c10::OperatorHandle& op, torch::
   return op;
 }
 
-void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack) {
-  const c10::OperatorHandle& op = cpu_equivalent(called, stack);
-  const OpInfo& info = op_info(op);
-  const size_t n = op.schema().arguments().size();
-  auto args = torch::jit::last(*stack, n);
-  const c10::DeviceIndex device = common_device(op, args, info);
-  c10::DeviceGuard guard(c10::Device(kOpenreg, device));
-  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'",
-                              op.schema().operator_name(), "' is not implemented for openreg: it has no CPU kernel "
-                              "for openreg to run on device memory");
-  if (info.view) return run_view(op, stack, info, n);
-  const bool host = info.host_result ||
-                    (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool());
-  if (!host) {
-    if (auto meta = infer_meta(op, args, /*use_cache=*/true)) return run_async(op, stack, info, n, device, *meta);
-  }
-  run_on_host(op, stack, info, n, device);
-}
-
 const bool g_installed = [] {
   glue::set_fallback_handler(&generic_kernel);
   return true;
@@ -269,6 +247,7 @@ const bool g_installed = [] {
 // directly instead, writing in place.
 const bool g_structured = [] {
   static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  register_hot_ops(lib);
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name :
        dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
@@ -284,6 +263,42 @@ const bool g_structured = [] {
 
 }  // namespace
 
+void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack) {
+  const c10::OperatorHandle& op = cpu_equivalent(called, stack);
+  const size_t n = op.schema().arguments().size();
+  auto args = torch::jit::last(*stack, n);
+  Results results;
+  try {
+    results = run_op(op, args);
+  } catch (const NeedsFallback& e) {
+    return cpu_fallback(op, stack, e.reason);
+  }
+  const OpInfo& info = op_info(op);
+  if (!info.view) {
+    for (size_t i = 0; i < results.size() && i < info.result_alias.size(); ++i) {
+      if (info.result_alias[i] >= 0) results[i] = args[info.result_alias[i]];
+    }
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& r : results) stack->push_back(std::move(r));
+}
+
+Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const OpInfo& info = op_info(op);
+  const c10::DeviceIndex device = common_device(op, args, info);
+  c10::DeviceGuard guard(c10::Device(kOpenreg, device));
+  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'",
+                              op.schema().operator_name(), "' is not implemented for openreg: it has no CPU kernel "
+                              "for openreg to run on device memory");
+  if (info.view) return run_view(op, args, info);
+  const bool host = info.host_result ||
+                    (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool());
+  if (!host) {
+    if (auto meta = infer_meta(op, args, /*use_cache=*/true)) return run_async(op, args, info, device, *meta);
+  }
+  return run_on_host(op, args, info, device);
+}
+
 // These have composite kernels, which win over the fallback: the first two
 // only raise.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -291,7 +306,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
   // Their composite kernels decompose into slower or less exact steps than
   // the CPU kernels, which serve them directly.
-  for (const char* name : {"native_layer_norm", "native_group_norm", "addr", "addr.out", "_stack", "_stack.out",
+  for (const char* name : {"native_group_norm", "addr", "addr.out", "_stack", "_stack.out",
                            "any.dims_out", "all.dims_out", "linalg__powsum"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
   }

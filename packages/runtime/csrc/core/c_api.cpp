@@ -12,8 +12,8 @@ extern "C" int openreg_launch_host_fn(const char* name, void (*fn)(void*), void*
                                       const void* const* ptrs, std::size_t n, int flags, char* err,
                                       std::size_t errlen) {
   try {
-    // Shared, because std::function needs a copyable callable; drops ctx with the task.
-    std::shared_ptr<void> owned(ctx, drop ? drop : +[](void*) {});
+    // Drops ctx with the task.
+    std::unique_ptr<void, void (*)(void*)> owned(ctx, drop ? drop : +[](void*) {});
     std::vector<const void*> touches(ptrs, ptrs + n);
     // The device whose memory the kernel works on (graphs on openreg:1 run there), else the current one.
     int device = -1;

@@ -21,6 +21,8 @@ constexpr int kStreams = kPoolSize + 1;
 // A short spin before sleeping keeps launch-to-run and finish-to-wake latency
 // low (a futex wake costs microseconds) without holding a core when idle.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// Launches between two clean-ups of finished tasks (waits always clean up).
+constexpr uint64_t kDestroyBatch = 32;
 
 template <typename Pred>
 bool spin_until(Pred done) {
@@ -33,6 +35,14 @@ bool spin_until(Pred done) {
     if (std::chrono::steady_clock::now() > deadline) return done();
   }
 }
+
+struct SpinLock {
+  explicit SpinLock(std::atomic_flag& flag) : flag_(flag) {
+    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
+  }
+  ~SpinLock() { flag_.clear(std::memory_order_release); }
+  std::atomic_flag& flag_;
+};
 
 struct DeviceState {
   std::array<std::atomic<Stream*>, kStreams> streams{};
@@ -61,61 +71,114 @@ void record_failure(int device, int stream, const char* name, const char* what) 
 
 }  // namespace
 
+void Stream::push(Node* node) {
+  node->next.store(nullptr, std::memory_order_relaxed);
+  Node* prev = head_.exchange(node, std::memory_order_acq_rel);
+  prev->next.store(node, std::memory_order_release);
+}
+
+Stream::Node* Stream::pop() {
+  Node* tail = tail_;
+  Node* next = tail->next.load(std::memory_order_acquire);
+  if (tail == &stub_) {
+    if (next == nullptr) return nullptr;
+    tail_ = tail = next;
+    next = next->next.load(std::memory_order_acquire);
+  }
+  if (next != nullptr) {
+    tail_ = next;
+    return tail;
+  }
+  // `tail` is the last node: detach it by queueing the stub behind it, unless
+  // a launcher is midway through pushing (it will finish; try again then).
+  if (tail != head_.load(std::memory_order_acquire)) return nullptr;
+  push(&stub_);
+  next = tail->next.load(std::memory_order_acquire);
+  if (next == nullptr) return nullptr;
+  tail_ = next;
+  return tail;
+}
+
 uint64_t Stream::launch(const char* name, Task task) {
   check_not_forked();
+  task.node_->name = name;
   uint64_t seq;
-  bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    SpinLock lock(launching_);
     if (!worker_.joinable()) {
       mark_initialized();
       worker_ = std::thread([this] { run(); });
     }
-    queue_.push_back({name, std::move(task)});
+    // Numbered and queued under one lock, so sequence numbers follow queue order.
     seq = enqueued_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    wake = worker_sleeping_;
+    push(task.node_.release());  // the worker's now
   }
-  if (wake) work_cv_.notify_one();
+  // In batches: the list's cache line moves between the cores at every look.
+  if (seq % kDestroyBatch == 0) destroy_finished();
+  // Pairs with the fence in next_task(): either the worker sees the task or we
+  // see that it sleeps.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (worker_sleeping_.load(std::memory_order_relaxed)) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    work_cv_.notify_one();
+  }
   if (config().launch_blocking) synchronize();
   return seq;
 }
 
+Stream::Node* Stream::next_task() {
+  Node* node = nullptr;
+  if (spin_until([&] { return (node = pop()) != nullptr; })) return node;
+  std::unique_lock<std::mutex> lock(mu_);
+  worker_sleeping_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  work_cv_.wait(lock, [&] { return (node = pop()) != nullptr; });
+  worker_sleeping_.store(false, std::memory_order_relaxed);
+  return node;
+}
+
 void Stream::run() {
   for (;;) {
-    Item item;
-    spin_until([this] { return !query(); });
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      worker_sleeping_ = true;
-      work_cv_.wait(lock, [this] { return !queue_.empty(); });
-      worker_sleeping_ = false;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-    }
+    Node* node = next_task();
     try {
-      item.task();
+      node->run();
     } catch (const std::exception& e) {
-      record_failure(device_, id_, item.name, e.what());
+      record_failure(device_, id_, node->name, e.what());
     } catch (...) {
-      record_failure(device_, id_, item.name, "unknown exception");
+      record_failure(device_, id_, node->name, "unknown exception");
     }
-    item.task = nullptr;  // release captured buffers before reporting completion
-    bool notify;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      completed_.fetch_add(1, std::memory_order_acq_rel);
-      notify = host_waiters_ > 0;
+    // Handed back before completion is reported, so a host that has waited
+    // for this task can destroy it (and what it captured).
+    node->finished_next = finished_.load(std::memory_order_relaxed);
+    while (!finished_.compare_exchange_weak(node->finished_next, node, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
     }
-    if (notify) done_cv_.notify_all();
+    completed_.fetch_add(1, std::memory_order_seq_cst);
+    if (host_waiters_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard<std::mutex> lock(mu_); }
+      done_cv_.notify_all();
+    }
+  }
+}
+
+void Stream::destroy_finished() {
+  if (finished_.load(std::memory_order_relaxed) == nullptr) return;
+  Node* node = finished_.exchange(nullptr, std::memory_order_acquire);
+  while (node != nullptr) {
+    Node* next = node->finished_next;
+    delete node;
+    node = next;
   }
 }
 
 void Stream::wait_for(uint64_t seq) {
-  if (spin_until([&] { return reached(seq); })) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  ++host_waiters_;
-  done_cv_.wait(lock, [&] { return reached(seq); });
-  --host_waiters_;
+  if (!spin_until([&] { return reached(seq); })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    host_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    done_cv_.wait(lock, [&] { return reached(seq); });
+    host_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  destroy_finished();
 }
 
 void Stream::synchronize() {

@@ -6,10 +6,15 @@ namespace openreg::glue {
 
 HostView HostView::of(const at::Tensor& t) {
   HostView v;
-  v.data = t.data_ptr();
-  v.base = t.storage().mutable_data();
-  v.nbytes = t.storage().nbytes();
-  v.offset = t.storage_offset();
+  const auto* impl = t.unsafeGetTensorImpl();
+  const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();  // no reference taken
+  v.base = const_cast<void*>(storage->data());  // device memory is never copy-on-write
+  v.nbytes = storage->nbytes();
+  v.offset = impl->storage_offset();
+  // As Tensor::data_ptr(): null for a tensor without elements.
+  v.data = impl->is_empty() || v.base == nullptr
+               ? nullptr
+               : static_cast<char*>(v.base) + v.offset * static_cast<int64_t>(impl->itemsize());
   v.sizes.assign(t.sizes().begin(), t.sizes().end());
   v.strides.assign(t.strides().begin(), t.strides().end());
   v.dtype = t.scalar_type();

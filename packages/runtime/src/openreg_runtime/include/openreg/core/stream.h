@@ -3,19 +3,50 @@
 // use) that runs its tasks in order, so the host returns as soon as work is
 // queued, as on a GPU. A task that throws records the failure on its device;
 // the next synchronising call on that device raises it, naming the task.
+//
+// Launching is the hot path of every op, so the worker and the host share no
+// lock: tasks travel through a lock-free queue, and a finished task goes back
+// to the host, which destroys it at its next launch or wait. Memory is then
+// allocated and freed on the same thread (the allocator's per-thread caches
+// hit), and what a task captured never needs the GIL on the worker.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <functional>
+#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 namespace openreg {
 
-using Task = std::function<void()>;
+class Stream;
+
+// A unit of work for a stream: one allocation holds the callable and the
+// stream's queue links. Move-only, so callables may own what they capture.
+class Task {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Task>>>
+  Task(F&& f) : node_(new Holder<std::decay_t<F>>(std::forward<F>(f))) {}  // NOLINT: implicit, like std::function
+
+ private:
+  friend class Stream;
+  struct Node {
+    virtual ~Node() = default;
+    virtual void run() {}
+    std::atomic<Node*> next{nullptr};
+    const char* name = nullptr;
+    Node* finished_next = nullptr;
+  };
+  template <class F>
+  struct Holder final : Node {
+    explicit Holder(F&& f) : fn(std::move(f)) {}
+    explicit Holder(const F& f) : fn(f) {}
+    void run() override { fn(); }
+    F fn;
+  };
+  std::unique_ptr<Node> node_;
+};
 
 // Stream 0 of each device is its default stream; 1..kPoolSize form the pool
 // that new streams are drawn from round-robin (CUDA's scheme).
@@ -39,28 +70,37 @@ class Stream {
   bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
   uint64_t last() const { return enqueued_.load(std::memory_order_acquire); }
 
-  // Blocks until task `seq` has run; raises nothing.
+  // Blocks until task `seq` has run and destroys finished tasks; raises nothing.
   void wait_for(uint64_t seq);
   // Blocks until everything queued has run, then raises a pending failure.
   void synchronize();
 
  private:
-  struct Item {
-    const char* name;
-    Task task;
-  };
+  using Node = Task::Node;
+  void push(Node* node);
+  Node* pop();  // worker only; null when empty
+  Node* next_task();
   void run();
+  void destroy_finished();
 
   const int device_;
   const int id_;
+  // Orders concurrent launchers (held for a few instructions); never taken by the worker.
+  std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
+  // An intrusive multi-producer queue (Vyukov's): launchers exchange head_,
+  // the worker follows tail_ from the stub.
+  Node stub_;
+  std::atomic<Node*> head_{&stub_};
+  Node* tail_ = &stub_;
+  std::atomic<Node*> finished_{nullptr};  // run, waiting for the host to destroy them
+  std::atomic<uint64_t> enqueued_{0};
+  std::atomic<uint64_t> completed_{0};
+  // Sleeping and waking are the slow paths, under mu_.
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::deque<Item> queue_;
-  std::atomic<uint64_t> enqueued_{0};
-  std::atomic<uint64_t> completed_{0};
-  bool worker_sleeping_ = false;
-  int host_waiters_ = 0;
+  std::atomic<bool> worker_sleeping_{false};
+  std::atomic<int> host_waiters_{0};
   std::thread worker_;
 };
 

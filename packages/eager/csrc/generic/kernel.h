@@ -1,0 +1,26 @@
+#pragma once
+// The generic kernel, which runs any ATen op that has a CPU kernel on openreg
+// memory. Boxed for the dispatcher's fallback; hot ops enter through typed
+// kernels (hot_ops.cpp) that skip boxing.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <vector>
+
+namespace openreg::eager {
+
+using Results = std::vector<c10::IValue>;
+
+// Thrown when an op must go through the CPU fallback after all.
+struct NeedsFallback {
+  const char* reason;
+};
+
+// Runs `op` on openreg. A result that is one of the arguments (in-place and
+// out= ops) comes back None: the caller holds that argument. `args` are only
+// read, so they may be borrowed.
+Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+
+void generic_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace openreg::eager
