@@ -45,6 +45,23 @@ def measure(stmt: str, env: dict, min_run_time: float, setup: str = "", runs: in
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
+ROUNDS = 5
+
+
+def compare(case: Case, min_run_time: float) -> list[tuple[float, float]]:
+    """(openreg seconds, CPU seconds) per round. openreg and the CPU are timed in alternating rounds, and the
+    ratio reported is the median of the rounds' ratios: a shared machine's speed drifts by up to 2x over
+    seconds, which would otherwise land on one side only. One round for cases with a fixed number of runs
+    (compilations)."""
+    rounds = 1 if case.runs else ROUNDS
+    return [(measure(case.openreg, case.env, min_run_time / rounds, case.setup, case.runs),
+             measure(case.cpu, case.env, min_run_time / rounds, case.setup, case.runs)) for _ in range(rounds)]
+
+
+def _median(values) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def run_suite(suite: Suite, min_run_time: float) -> dict:
     """Times every case of `suite`, printing the table as it goes; returns the figures."""
     versions = suite.versions()
@@ -56,16 +73,18 @@ def run_suite(suite: Suite, min_run_time: float) -> dict:
     print("-" * len(header))
     rows = []
     for case in suite.cases():
-        dev = measure(case.openreg, case.env, min_run_time, case.setup, case.runs)
-        cpu = measure(case.cpu, case.env, min_run_time, case.setup, case.runs)
-        row = {"name": case.name, "openreg_s": dev, "cpu_s": cpu, "ratio": dev / cpu, "goal": case.goal}
+        rounds = compare(case, min_run_time)
+        dev, cpu = _median([d for d, _ in rounds]), _median([c for _, c in rounds])
+        ratio = _median([d / c for d, c in rounds])
+        row = {"name": case.name, "openreg_s": dev, "cpu_s": cpu, "ratio": ratio, "goal": case.goal,
+               "rounds": rounds}
         bandwidth = ""
         if case.bytes_moved:
             row["openreg_GBps"], row["cpu_GBps"] = case.bytes_moved / dev / 1e9, case.bytes_moved / cpu / 1e9
             row["bandwidth_ratio"] = cpu / dev
             bandwidth = f"{row['openreg_GBps']:.1f} vs {row['cpu_GBps']:.1f} ({row['bandwidth_ratio']:.2f}x)"
         rows.append(row)
-        print(f"{case.name:<36} {dev * 1e6:>9.1f}us {cpu * 1e6:>9.1f}us {dev / cpu:>6.2f}x  {bandwidth:<24} "
+        print(f"{case.name:<36} {dev * 1e6:>9.1f}us {cpu * 1e6:>9.1f}us {ratio:>6.2f}x  {bandwidth:<24} "
               f"{case.goal}", flush=True)
     return {**versions, "threads": torch.get_num_threads(), "results": rows}
 
