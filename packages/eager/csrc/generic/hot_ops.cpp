@@ -46,7 +46,6 @@
 #include <tuple>
 #include <type_traits>
 
-#include "../fallback/policy.h"
 #include "hot_ops.h"
 #include "kernel.h"
 #include "op_info.h"
@@ -90,14 +89,7 @@ struct Hot<Op, R(A...)> {
 
   static R call(A... a) {
     Lent<sizeof...(A)> args{{lend(a)...}};
-    Results results;
-    try {
-      results = run_op(op(), args.values);
-    } catch (const NeedsFallback& e) {
-      torch::jit::Stack stack(args.values.begin(), args.values.end());  // owned copies
-      cpu_fallback(op(), &stack, e.reason);
-      results = std::move(stack);
-    }
+    Results results = run_op(op(), args.values);
     if constexpr (std::is_same_v<R, void>) {
       return;
     } else if constexpr (std::is_same_v<R, at::Tensor&>) {

@@ -31,6 +31,11 @@
 namespace openreg::eager {
 namespace {
 
+// Thrown when an op must go through the CPU fallback after all.
+struct NeedsFallback {
+  const char* reason;
+};
+
 constexpr auto kOpenreg = c10::DeviceType::PrivateUse1;
 
 template <typename F>
@@ -267,12 +272,7 @@ void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack)
   const c10::OperatorHandle& op = cpu_equivalent(called, stack);
   const size_t n = op.schema().arguments().size();
   auto args = torch::jit::last(*stack, n);
-  Results results;
-  try {
-    results = run_op(op, args);
-  } catch (const NeedsFallback& e) {
-    return cpu_fallback(op, stack, e.reason);
-  }
+  Results results = run_op(op, args);
   const OpInfo& info = op_info(op);
   if (!info.view) {
     for (size_t i = 0; i < results.size() && i < info.result_alias.size(); ++i) {
@@ -283,7 +283,8 @@ void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack)
   for (auto& r : results) stack->push_back(std::move(r));
 }
 
-Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+// Runs `op` on device memory; throws NeedsFallback for the CPU fallback.
+static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const OpInfo& info = op_info(op);
   const c10::DeviceIndex device = common_device(op, args, info);
   c10::DeviceGuard guard(c10::Device(kOpenreg, device));
@@ -298,6 +299,17 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   }
   return run_on_host(op, args, info, device);
 }
+
+Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  try {
+    return run_on_device(op, args);
+  } catch (const NeedsFallback& e) {
+    torch::jit::Stack stack(args.begin(), args.end());  // owned copies: `args` may be borrowed
+    cpu_fallback(op, &stack, e.reason);
+    return stack;
+  }
+}
+
 
 // These have composite kernels, which win over the fallback: the first two
 // only raise.

@@ -11,12 +11,8 @@ namespace openreg::eager {
 
 using Results = std::vector<c10::IValue>;
 
-// Thrown when an op must go through the CPU fallback after all.
-struct NeedsFallback {
-  const char* reason;
-};
-
-// Runs `op` on openreg. A result that is one of the arguments (in-place and
+// Runs `op` on openreg (through the CPU fallback when its CPU kernel cannot
+// work on device memory). A result that is one of the arguments (in-place and
 // out= ops) comes back None: the caller holds that argument. `args` are only
 // read, so they may be borrowed.
 Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
