@@ -1,13 +1,15 @@
 """The C++ wrapper for graphs on openreg (`torch._inductor.config.cpp_wrapper = True`, and AOTInductor):
-Inductor's CPU one, with openreg's device in allocations and guards, and kernel calls queued on the
-current openreg stream through `launch.LAUNCH_CPP`."""
+Inductor's CPU one, with openreg's device in allocations and guards, kernel calls queued on the
+current openreg stream through `launch.LAUNCH_CPP`, and ATen calls through openreg's C shims (`c_shims`)."""
 
 from __future__ import annotations
 
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.utils import make_codegen_buffer
 from torch._inductor.virtualized import V
 
 from .. import launch
+from . import c_shims
 from .wrapper import KernelOrder, on_host, on_openreg
 
 
@@ -56,13 +58,11 @@ class OpenRegCppWrapper(KernelOrder, CppWrapperCpu):
             return f"openreg_inductor::HostValue({pointer})"
         return pointer
 
-    def generate_c_shim_extern_kernel_call(self, kernel: str, args, device: str, **kwargs) -> None:
-        if device == "openreg":
-            # torch's C shims for a device call that device's ATen kernels directly (at::cpu::...), bypassing the
-            # dispatcher, so they would run outside openreg's streams and allocate outputs on the CPU.
-            raise NotImplementedError(
-                f"openreg's C++ wrapper cannot call {kernel.removeprefix('aoti_torch_openreg_')} yet: it runs the "
-                "kernels Inductor generates, not ATen ops "
-                "(matmul, convolution and other library calls). Compile with the Python wrapper "
-                "(torch._inductor.config.cpp_wrapper = False, the default) for this graph.")
-        super().generate_c_shim_extern_kernel_call(kernel, args, device, **kwargs)
+    def finalize_prefix(self) -> None:
+        # Called once every line of the wrapper is written; the shims go ahead of the code that calls them.
+        shims = c_shims.definitions(self.prefix.getvalue() + self.wrapper_call.getvalue())
+        if shims:
+            prior, self.prefix = self.prefix, make_codegen_buffer()
+            self.prefix.splice(shims)
+            self.prefix.splice(prior)
+        super().finalize_prefix()
