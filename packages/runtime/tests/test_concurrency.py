@@ -1,6 +1,7 @@
 """Many host threads using the device at once, each on its own stream."""
 
 import threading
+import time
 
 import torch
 from torch.testing import assert_close
@@ -99,3 +100,32 @@ def test_threads_sharing_one_stream_keep_its_order():
     assert sorted(tid for tid, _ in seen) == list(range(THREADS))
     for tid, values in seen:
         assert_close(values, torch.full((64,), float(tid * 1_000_000 + ITERATIONS - 1), dtype=torch.float64))
+
+
+def test_threads_waiting_for_different_points_of_a_stream_each_wake_when_theirs_is_reached():
+    # A sleeping host thread is woken when the task it waits for completes, not before and not only at the end:
+    # waiters for an early and a late event on one stream return in that order, each once its work has run.
+    stream = torch.openreg.Stream()
+    events = []
+    with torch.openreg.stream(stream):
+        for _ in range(3):
+            torch.openreg._sleep(150)
+            events.append(stream.record_event())
+    returned = {}
+    start = time.perf_counter()
+
+    def wait(i):
+        events[i].synchronize()
+        returned[i] = (time.perf_counter() - start, events[i].query(), [e.query() for e in events])
+
+    threads = [threading.Thread(target=wait, args=(i,)) for i in (2, 0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads), "a waiting thread hung"
+    for i in range(3):
+        elapsed, done, all_done = returned[i]
+        assert done and elapsed >= 0.15 * (i + 1) - 0.01, (i, elapsed)
+        if i < 2:  # woken at its own event, while later work is still queued
+            assert not all_done[2], (i, elapsed)

@@ -45,7 +45,7 @@ at::Tensor read_now(const at::Tensor& t) {
 HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device)
     : generator_arg_(generator_arg) {
   args_.reserve(args.size() + 2);
-  for (const auto& a : args) args_.push_back(capture(a));
+  for (const auto& a : args) capture(a);
   n_inputs_ = args_.size();
   if (generator_arg >= 0) {
     const auto& g = args[generator_arg];
@@ -56,14 +56,14 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
   }
 }
 
-HostCall::Arg HostCall::capture(const c10::IValue& v) {
+void HostCall::capture(const c10::IValue& v) {
   auto is_device = [](const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; };
   auto view_of = [&](const at::Tensor& t) {
     auto view = glue::HostView::of(t);
     touches_.push_back(view.data);
     return view;
   };
-  Arg arg;
+  Arg& arg = args_.emplace_back();  // in place: an Arg is large
   if (v.isTensor() && is_device(v.toTensor())) {
     arg.view = view_of(v.toTensor());
   } else if (v.isTensorList() || v.isOptionalTensorList()) {
@@ -96,10 +96,15 @@ HostCall::Arg HostCall::capture(const c10::IValue& v) {
   } else {
     arg.value = v;
   }
-  return arg;
 }
 
-void HostCall::add_out(const at::Tensor& t) { args_.push_back(capture(t)); }
+void HostCall::add_out(const at::Tensor& t) { capture(t); }
+
+c10::SmallVector<glue::HostView, 1> HostCall::outs() const {
+  c10::SmallVector<glue::HostView, 1> outs;
+  for (size_t i = n_inputs_; i < args_.size(); ++i) outs.push_back(*args_[i].view);
+  return outs;
+}
 
 torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
   torch::jit::Stack stack;

@@ -6,6 +6,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <optional>
 #include <vector>
 
@@ -20,6 +22,8 @@ class HostCall {
 
   // Appends out= tensors (device results) after the arguments.
   void add_out(const at::Tensor& t);
+  // Those out= tensors, in order.
+  c10::SmallVector<glue::HostView, 1> outs() const;
 
   // Calls `op`'s CPU kernel on the host views, with or without the out=
   // tensors; returns what it left on the stack.
@@ -35,7 +39,7 @@ class HostCall {
     std::vector<std::optional<glue::HostView>> list;  // a list holding device tensors
     bool optional_list = false;                     // Tensor?[] rather than Tensor[]
   };
-  Arg capture(const c10::IValue& v);
+  void capture(const c10::IValue& v);  // appends to args_
 
   std::vector<Arg> args_;
   size_t n_inputs_ = 0;

@@ -96,7 +96,7 @@ struct Hot<Op, R(A...)> {
       std::array<at::Tensor*, sizeof...(A)> refs{tensor_ref(a)...};
       return *refs.at(op_info(op()).result_alias.at(0));
     } else if constexpr (std::is_same_v<R, at::Tensor>) {
-      return std::move(results.at(0)).toTensor();
+      return std::move(results[0]).toTensor();
     } else {
       return to_tuple<R>(results, std::make_index_sequence<std::tuple_size_v<R>>());
     }
@@ -113,7 +113,7 @@ struct Hot<Op, R(A...)> {
 
   template <class Tuple, size_t... I>
   static Tuple to_tuple(Results& results, std::index_sequence<I...>) {
-    return Tuple(std::move(results.at(I)).toTensor()...);
+    return Tuple(std::move(results[I]).toTensor()...);
   }
 };
 

@@ -88,9 +88,12 @@ at::Tensor alias_of(const at::Tensor& base, const TensorMeta& m) {
   return t;
 }
 
-c10::IValue pack(std::vector<at::Tensor> tensors, const c10::Argument& ret) {
-  if (ret.type()->kind() == c10::TypeKind::TensorType) return tensors.at(0);
-  return c10::List<at::Tensor>(tensors);
+// One result's tensors: one for a Tensor, any number for a Tensor[].
+using Tensors = c10::SmallVector<at::Tensor, 1>;
+
+c10::IValue pack(Tensors&& tensors, const c10::Argument& ret) {
+  if (ret.type()->kind() == c10::TypeKind::TensorType) return std::move(tensors[0]);
+  return c10::List<at::Tensor>(std::vector<at::Tensor>(tensors.begin(), tensors.end()));
 }
 
 Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
@@ -101,7 +104,7 @@ Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   const auto& rets = op.schema().returns();
   for (size_t i = 0; i < rets.size(); ++i) {
     const at::Tensor& base = args[info.result_alias[i]].toTensor();
-    std::vector<at::Tensor> views;
+    Tensors views;
     for (const auto& m : meta->results[i]) views.push_back(alias_of(base, m));
     results.push_back(pack(std::move(views), rets[i]));
   }
@@ -171,18 +174,23 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
     for (const auto& m : r) via_out = via_out && m.defined;
   }
   Results results;
-  std::vector<glue::HostView> into;  // the fresh results (data null: a skipped result)
+  // Without the out= overload: the fresh results, which the functional call's
+  // results are copied into (data null: a result it skips or one written in place).
+  c10::SmallVector<glue::HostView, 1> into;
   for (size_t i = 0; i < rets.size(); ++i) {
     if (info.result_alias[i] >= 0) {  // written in place: nothing to copy
       results.emplace_back();  // the argument itself
-      into.resize(into.size() + meta.results[i].size());
+      if (!via_out) into.resize(into.size() + meta.results[i].size());
       continue;
     }
-    std::vector<at::Tensor> fresh;
+    Tensors fresh;
     for (const auto& m : meta.results[i]) {
       fresh.push_back(m.defined ? allocate(m) : at::Tensor());
-      if (via_out) call.add_out(fresh.back());
-      into.push_back(m.defined ? glue::HostView::of(fresh.back()) : glue::HostView{});
+      if (via_out) {
+        call.add_out(fresh.back());
+      } else {
+        into.push_back(m.defined ? glue::HostView::of(fresh.back()) : glue::HostView{});
+      }
     }
     results.push_back(pack(std::move(fresh), rets[i]));
   }
@@ -192,6 +200,7 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
   glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into)] {
+    c10::SmallVector<glue::HostView, 1> outs;
     if (out_op) {
       try {
         call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
@@ -199,13 +208,16 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
       } catch (const c10::Error&) {
         // A few CPU out= kernels use their outputs as scratch space of another
         // shape, which device memory cannot be: compute functionally instead.
+        outs = call.outs();
       }
     }
+    const auto& targets = out_op ? outs : into;
     torch::jit::Stack out = call.run(op);
-    if (std::none_of(into.begin(), into.end(), [](const glue::HostView& v) { return v.data != nullptr; })) return;
+    if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data != nullptr; })) return;
     size_t k = 0;
     auto take = [&](const at::Tensor& t) {
-      const auto& v = into.at(k++);
+      TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
+      const auto& v = targets[k++];
       if (v.data != nullptr) v.tensor().copy_(t);
     };
     for (const auto& v : out) {
@@ -306,7 +318,7 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   } catch (const NeedsFallback& e) {
     torch::jit::Stack stack(args.begin(), args.end());  // owned copies: `args` may be borrowed
     cpu_fallback(op, &stack, e.reason);
-    return stack;
+    return Results(std::make_move_iterator(stack.begin()), std::make_move_iterator(stack.end()));
   }
 }
 

@@ -4,12 +4,12 @@
 // kernels (hot_ops.cpp) that skip boxing.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
-
-#include <vector>
+#include <c10/util/SmallVector.h>
 
 namespace openreg::eager {
 
-using Results = std::vector<c10::IValue>;
+// Inline for the usual one or two results: no heap allocation per launch.
+using Results = c10::SmallVector<c10::IValue, 2>;
 
 // Runs `op` on openreg (through the CPU fallback when its CPU kernel cannot
 // work on device memory). A result that is one of the arguments (in-place and

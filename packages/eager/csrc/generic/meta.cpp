@@ -16,6 +16,10 @@ void put(std::string& key, const T& v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
+void put_array(std::string& key, c10::IntArrayRef a) {
+  key.append(reinterpret_cast<const char*>(a.data()), a.size() * sizeof(int64_t));
+}
+
 void put_tensor(std::string& key, const at::Tensor& t) {
   if (!t.defined()) return put(key, 'u');
   put(key, 't');
@@ -23,8 +27,8 @@ void put_tensor(std::string& key, const at::Tensor& t) {
   put(key, t.device().type());
   put(key, t.unsafeGetTensorImpl()->is_wrapped_number());
   put(key, static_cast<int64_t>(t.dim()));
-  for (auto s : t.sizes()) put(key, s);
-  for (auto s : t.strides()) put(key, s);
+  put_array(key, t.sizes());
+  put_array(key, t.strides());
 }
 
 void put_value(std::string& key, const c10::IValue& v) {
@@ -35,8 +39,10 @@ void put_value(std::string& key, const c10::IValue& v) {
   if (v.isBool()) return put(key, 'b'), put(key, v.toBool());
   if (v.isIntList()) {
     put(key, 'I');
-    for (auto i : v.toIntVector()) put(key, i);
-    return put(key, ']');
+    const auto list = v.toIntList();
+    put(key, list.size());
+    for (int64_t i : list) put(key, i);
+    return;
   }
   if (v.isList()) {
     put(key, 'L');

@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kSmallBlock = 1 << 20;
+constexpr std::size_t kSpareNodes = 64;
 
 // Every segment of every device, for pointer lookups and strict mode's
 // protection counts. Never destroyed: tensors may be freed during exit.
@@ -125,8 +126,7 @@ void DeviceMemory::process_pending() {
     b.other_streams = 0;
     bump(stats_.active, b.size, -1);
     bump(stats_.active_bytes, b.size, -int64_t(b.size));
-    std::size_t size = b.size;
-    cached_[b.stream].emplace(size, std::move(*it));
+    cache(std::move(*it));
   }
   pending_.erase(done, pending_.end());
 }
@@ -138,13 +138,39 @@ void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, int str
   // pin a large block.
   auto it = pool->second.lower_bound(size);
   if (it == pool->second.end() || it->first > size + size / 4) return nullptr;
-  std::unique_ptr<Block> b = std::move(it->second);
-  pool->second.erase(it);
+  auto node = pool->second.extract(it);
+  std::unique_ptr<Block> b = std::move(node.mapped());
+  if (spare_cached_.size() < kSpareNodes) spare_cached_.push_back(std::move(node));
   b->requested = requested;
   count_alloc(*b, true);
   void* p = b->ptr;
-  live_.emplace(p, std::move(b));
+  make_live(std::move(b));
   return p;
+}
+
+void DeviceMemory::make_live(std::unique_ptr<Block> b) {
+  if (spare_live_.empty()) {
+    live_.emplace(b->ptr, std::move(b));
+    return;
+  }
+  auto node = std::move(spare_live_.back());
+  spare_live_.pop_back();
+  node.key() = b->ptr;
+  node.mapped() = std::move(b);
+  live_.insert(std::move(node));
+}
+
+void DeviceMemory::cache(std::unique_ptr<Block> b) {
+  Pool& pool = cached_[b->stream];
+  if (spare_cached_.empty()) {
+    pool.emplace(b->size, std::move(b));
+    return;
+  }
+  auto node = std::move(spare_cached_.back());
+  spare_cached_.pop_back();
+  node.key() = b->size;
+  node.mapped() = std::move(b);
+  pool.insert(std::move(node));
 }
 
 void DeviceMemory::release_cached() {
@@ -178,7 +204,7 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
           bump(stats_.reserved_bytes, size, int64_t(size));
           ++stats_.num_device_alloc;
           count_alloc(*b, true);
-          live_.emplace(p, std::move(b));
+          make_live(std::move(b));
           return p;
         }
       }
@@ -205,8 +231,9 @@ void DeviceMemory::free(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;
-  std::unique_ptr<Block> b = std::move(it->second);
-  live_.erase(it);
+  auto node = live_.extract(it);
+  std::unique_ptr<Block> b = std::move(node.mapped());
+  if (spare_live_.size() < kSpareNodes) spare_live_.push_back(std::move(node));
   bump(stats_.allocation, b->size, -1);
   bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
   bump(stats_.requested_bytes, b->size, -int64_t(b->requested));
@@ -223,9 +250,7 @@ void DeviceMemory::free(void* ptr) {
   }
   bump(stats_.active, b->size, -1);
   bump(stats_.active_bytes, b->size, -int64_t(b->size));
-  std::size_t size = b->size;
-  int stream = b->stream;
-  cached_[stream].emplace(size, std::move(b));
+  cache(std::move(b));
 }
 
 void DeviceMemory::record_stream(void* ptr, int stream) {

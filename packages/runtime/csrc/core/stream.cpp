@@ -153,9 +153,13 @@ void Stream::run() {
     while (!finished_.compare_exchange_weak(node->finished_next, node, std::memory_order_release,
                                             std::memory_order_relaxed)) {
     }
-    completed_.fetch_add(1, std::memory_order_seq_cst);
-    if (host_waiters_.load(std::memory_order_seq_cst) > 0) {
-      { std::lock_guard<std::mutex> lock(mu_); }
+    const uint64_t done = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    // A futex wake per task would wake a waiting host for nothing, on cores the kernels need.
+    if (host_waiters_.load(std::memory_order_seq_cst) > 0 && done >= wake_at_.load(std::memory_order_seq_cst)) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        wake_at_.store(UINT64_MAX, std::memory_order_relaxed);
+      }
       done_cv_.notify_all();
     }
   }
@@ -175,7 +179,14 @@ void Stream::wait_for(uint64_t seq) {
   if (!spin_until([&] { return reached(seq); })) {
     std::unique_lock<std::mutex> lock(mu_);
     host_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    done_cv_.wait(lock, [&] { return reached(seq); });
+    while (!reached(seq)) {
+      // Published under mu_, so waiters keep the minimum; the worker clears it when it wakes them.
+      if (seq < wake_at_.load(std::memory_order_relaxed)) wake_at_.store(seq, std::memory_order_seq_cst);
+      // Pairs with the worker's check after completing a task: either it sees wake_at_, or we see its progress.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (reached(seq)) break;
+      done_cv_.wait(lock);
+    }
     host_waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
   destroy_finished();

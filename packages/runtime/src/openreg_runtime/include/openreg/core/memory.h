@@ -65,11 +65,20 @@ class DeviceMemory {
   void* map_segment(std::size_t size);
   void unmap_segment(void* ptr, std::size_t size);
   void count_alloc(const Block& b, bool add);
+  using Live = std::unordered_map<void*, std::unique_ptr<Block>>;
+  using Pool = std::multimap<std::size_t, std::unique_ptr<Block>>;
+  void make_live(std::unique_ptr<Block> b);
+  void cache(std::unique_ptr<Block> b);
 
   const int device_;
   std::mutex mu_;
-  std::unordered_map<void*, std::unique_ptr<Block>> live_;
-  std::map<int, std::multimap<std::size_t, std::unique_ptr<Block>>> cached_;
+  Live live_;
+  std::map<int, Pool> cached_;
+  // Map nodes taken out of live_ and cached_, reused for the next insertion:
+  // a block moves between the two at every allocation and free, which would
+  // otherwise cost a heap allocation and a free each way.
+  std::vector<Live::node_type> spare_live_;
+  std::vector<Pool::node_type> spare_cached_;
   std::vector<std::unique_ptr<Block>> pending_;
   MemoryStats stats_;
 };

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <memory>
@@ -85,22 +86,30 @@ class Stream {
 
   const int device_;
   const int id_;
-  // Orders concurrent launchers (held for a few instructions); never taken by the worker.
-  std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
   // An intrusive multi-producer queue (Vyukov's): launchers exchange head_,
-  // the worker follows tail_ from the stub.
-  Node stub_;
-  std::atomic<Node*> head_{&stub_};
-  Node* tail_ = &stub_;
-  std::atomic<Node*> finished_{nullptr};  // run, waiting for the host to destroy them
+  // the worker follows tail_ from the stub. What the host writes at every
+  // launch and what the worker writes at every task sit on cache lines of
+  // their own: sharing one made each launch wait for the line to come back
+  // from the worker's core.
+  static constexpr std::size_t kLine = 64;
+  // Orders concurrent launchers (held for a few instructions); never taken by the worker.
+  alignas(kLine) std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
   std::atomic<uint64_t> enqueued_{0};
+  // Apart from launching_: a worker that drains the queue reads and writes it.
+  alignas(kLine) std::atomic<Node*> head_{&stub_};
+  alignas(kLine) Node* tail_ = &stub_;
+  std::atomic<Node*> finished_{nullptr};  // run, waiting for the host to destroy them
   std::atomic<uint64_t> completed_{0};
+  alignas(kLine) Node stub_;
   // Sleeping and waking are the slow paths, under mu_.
-  std::mutex mu_;
+  alignas(kLine) std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   std::atomic<bool> worker_sleeping_{false};
   std::atomic<int> host_waiters_{0};
+  // The lowest sequence number a sleeping host thread waits for: the worker
+  // wakes the host when it gets there, not after every task.
+  std::atomic<uint64_t> wake_at_{UINT64_MAX};
   std::thread worker_;
 };
 
