@@ -2,9 +2,10 @@
 
 Every session that needs openreg installs an exact torch release, builds the four wheels
 against it (`pip wheel --no-build-isolation`, each layer against the installed layers below it;
-the build hooks keep their objects per torch release) and installs them from those files only,
-as a user would get them. Tests run from a scratch directory so that the source tree (whose runtime
-may hold no compiled modules, or ones built for another torch) cannot shadow the installed wheels.
+the build hooks keep their objects per torch release; later sessions of the same nox run on the
+same release reuse those wheels) and installs them from those files only, as a user would get
+them. Tests run from a scratch directory so that the source tree (whose runtime may hold no
+compiled modules, or ones built for another torch) cannot shadow the installed wheels.
 `variants` then reinstalls one install variant at a time from those wheels, the way a user asks for it.
 """
 
@@ -33,21 +34,32 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["lint", "tests", "conformance", "variants"]
 
 
+# Wheels built in this nox run, per torch release: later sessions on the same release install those
+# instead of building them again (nox runs every session of one invocation in this process).
+_BUILT: dict[str, Path] = {}
+
+
 def install_openreg(session: nox.Session, torch: str) -> Path:
     """Installs torch==`torch`, then openreg's wheels built against it, lowest layer first; returns the folder
     holding the wheels."""
     # expecttest: torch.testing._internal (OpInfo, device-generic tests) imports it.
     session.install(f"torch=={torch}", "numpy", "hatchling", "editables", "pytest", "expecttest")
-    dist = Path(session.create_tmp()) / "dist"
-    shutil.rmtree(dist, ignore_errors=True)
+    built = _BUILT.get(torch)
+    dist = built or Path(session.create_tmp()) / "dist"
+    if built is None:
+        shutil.rmtree(dist, ignore_errors=True)
+    else:
+        session.log(f"openreg's wheels for torch {torch}: built earlier in this run, in {dist}")
     for name, folder in PACKAGES.items():
         # Each built against the layers below, installed from dist/ only (no index: a same-named
         # project there must not win); torch is already installed. --no-cache-dir: pip would
         # otherwise cache a wheel built from a folder by its path and reuse it.
-        session.run("python", "-m", "pip", "wheel", "--no-cache-dir", "--no-build-isolation", "--no-deps",
-                    "-w", dist, ROOT / "packages" / folder)
+        if built is None:
+            session.run("python", "-m", "pip", "wheel", "--no-cache-dir", "--no-build-isolation", "--no-deps",
+                        "-w", dist, ROOT / "packages" / folder)
         session.run("python", "-m", "pip", "uninstall", "--yes", name, silent=True)
         session.run("python", "-m", "pip", "install", "--no-index", "--find-links", dist, name)
+    _BUILT[torch] = dist
     return dist
 
 
@@ -133,9 +145,9 @@ VARIANTS = {
 def variants(session: nox.Session) -> None:
     """Each install variant in an environment of its own, installed from the wheels as a user installs it
     (`pip install --no-index --find-links dist "openreg[compile]"`), then its tests; arguments after -- go to
-    pytest. The wheels are built once, in this session's environment, for all of them."""
+    pytest. The wheels are built once for all of them."""
     dist = install_openreg(session, TORCH[0]).resolve()
-    tmp = dist.parent  # resolved now: _pytest changes the working directory
+    tmp = Path(session.create_tmp()).resolve()  # resolved now: _pytest changes the working directory
     for variant, (requirement, tests) in VARIANTS.items():
         session.log(f"variant {variant}: pip install {requirement}")
         python = _variant_env(session, tmp / f"venv-{variant}", requirement, dist)
