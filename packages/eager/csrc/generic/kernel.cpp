@@ -93,7 +93,8 @@ using Tensors = c10::SmallVector<at::Tensor, 1>;
 
 c10::IValue pack(Tensors&& tensors, const c10::Argument& ret) {
   if (ret.type()->kind() == c10::TypeKind::TensorType) return std::move(tensors[0]);
-  return c10::List<at::Tensor>(std::vector<at::Tensor>(tensors.begin(), tensors.end()));
+  return c10::List<at::Tensor>(
+      std::vector<at::Tensor>(std::make_move_iterator(tensors.begin()), std::make_move_iterator(tensors.end())));
 }
 
 Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {

@@ -17,6 +17,31 @@ constexpr std::size_t kPage = 4096;
 constexpr std::size_t kSmallBlock = 1 << 20;
 constexpr std::size_t kSpareNodes = 64;
 
+// A block moves between the live and the cached maps at every allocation and
+// free: the emptied map node is kept (up to kSpareNodes) for the next insertion
+// instead of being freed and allocated again.
+template <class Map>
+typename Map::mapped_type take(Map& map, typename Map::iterator it, std::vector<typename Map::node_type>& spare) {
+  auto node = map.extract(it);
+  auto value = std::move(node.mapped());
+  if (spare.size() < kSpareNodes) spare.push_back(std::move(node));
+  return value;
+}
+
+template <class Map>
+void put(Map& map, typename Map::key_type key, typename Map::mapped_type value,
+         std::vector<typename Map::node_type>& spare) {
+  if (spare.empty()) {
+    map.emplace(key, std::move(value));
+    return;
+  }
+  auto node = std::move(spare.back());
+  spare.pop_back();
+  node.key() = key;
+  node.mapped() = std::move(value);
+  map.insert(std::move(node));
+}
+
 // Every segment of every device, for pointer lookups and strict mode's
 // protection counts. Never destroyed: tensors may be freed during exit.
 struct Segment {
@@ -138,9 +163,7 @@ void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, int str
   // pin a large block.
   auto it = pool->second.lower_bound(size);
   if (it == pool->second.end() || it->first > size + size / 4) return nullptr;
-  auto node = pool->second.extract(it);
-  std::unique_ptr<Block> b = std::move(node.mapped());
-  if (spare_cached_.size() < kSpareNodes) spare_cached_.push_back(std::move(node));
+  std::unique_ptr<Block> b = take(pool->second, it, spare_cached_);
   b->requested = requested;
   count_alloc(*b, true);
   void* p = b->ptr;
@@ -149,28 +172,15 @@ void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, int str
 }
 
 void DeviceMemory::make_live(std::unique_ptr<Block> b) {
-  if (spare_live_.empty()) {
-    live_.emplace(b->ptr, std::move(b));
-    return;
-  }
-  auto node = std::move(spare_live_.back());
-  spare_live_.pop_back();
-  node.key() = b->ptr;
-  node.mapped() = std::move(b);
-  live_.insert(std::move(node));
+  void* ptr = b->ptr;  // read before the call, as in cache()
+  put(live_, ptr, std::move(b), spare_live_);
 }
 
 void DeviceMemory::cache(std::unique_ptr<Block> b) {
+  // Read before the call: the arguments may be evaluated in any order.
+  const std::size_t size = b->size;
   Pool& pool = cached_[b->stream];
-  if (spare_cached_.empty()) {
-    pool.emplace(b->size, std::move(b));
-    return;
-  }
-  auto node = std::move(spare_cached_.back());
-  spare_cached_.pop_back();
-  node.key() = b->size;
-  node.mapped() = std::move(b);
-  pool.insert(std::move(node));
+  put(pool, size, std::move(b), spare_cached_);
 }
 
 void DeviceMemory::release_cached() {
@@ -231,9 +241,7 @@ void DeviceMemory::free(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;
-  auto node = live_.extract(it);
-  std::unique_ptr<Block> b = std::move(node.mapped());
-  if (spare_live_.size() < kSpareNodes) spare_live_.push_back(std::move(node));
+  std::unique_ptr<Block> b = take(live_, it, spare_live_);
   bump(stats_.allocation, b->size, -1);
   bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
   bump(stats_.requested_bytes, b->size, -int64_t(b->requested));

@@ -74,9 +74,7 @@ class DeviceMemory {
   std::mutex mu_;
   Live live_;
   std::map<int, Pool> cached_;
-  // Map nodes taken out of live_ and cached_, reused for the next insertion:
-  // a block moves between the two at every allocation and free, which would
-  // otherwise cost a heap allocation and a free each way.
+  // Map nodes taken out of live_ and cached_, reused for the next insertion.
   std::vector<Live::node_type> spare_live_;
   std::vector<Pool::node_type> spare_cached_;
   std::vector<std::unique_ptr<Block>> pending_;
