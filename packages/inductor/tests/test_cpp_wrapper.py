@@ -1,5 +1,5 @@
 """The C++ wrapper (`torch._inductor.config.cpp_wrapper = True`) on openreg: generated kernels and ATen calls (through
-openreg's C shims) on the graph's device and stream, and what AOTInductor cannot do, said clearly."""
+openreg's C shims) on the graph's device and stream. AOTInductor, which uses the same wrapper: test_aot_inductor.py."""
 
 from __future__ import annotations
 
@@ -74,17 +74,6 @@ def test_cpp_wrapper_trains_a_cnn_through_openreg_kernels_without_the_cpu_fallba
 def test_an_aten_op_without_a_c_shim_is_a_clear_error():
     with pytest.raises(NotImplementedError, match=r"no C shim for not_an_op.*cpp_wrapper = False"):
         c_shims.definitions(f"{c_shims.PREFIX}not_an_op(x);")
-
-
-def test_aot_inductor_says_it_cannot_package_for_openreg():
-    class Model(torch.nn.Module):
-        def forward(self, x):
-            return x.sin() + 1
-
-    x = torch.randn(8, device="openreg")
-    exported = torch.export.export(Model(), (x,))
-    with pytest.raises(Exception, match="AOTInductor cannot package a model for the openreg device"):
-        torch._inductor.aoti_compile_and_package(exported)
 
 
 def test_every_c_shim_inductor_may_call_compiles(tmp_path):

@@ -11,12 +11,15 @@ import textwrap
 CHECK = """
 import torch._inductor.codegen.common as common, torch._inductor.compile_fx as compile_fx
 import torch._inductor.scheduler as scheduler, torch._inductor.utils as utils
+import torch._inductor.codecache as codecache, torch.export.pt2_archive._package as pt2_archive
 patched = {
     "compile_fx": compile_fx.compile_fx._openreg_original,
     "apply_options": torch._TorchCompileInductorWrapper.apply_options._openreg_original,
     "is_cpu": scheduler.BaseSchedulerNode.is_cpu._openreg_original,
     "device_need_guard": scheduler.device_need_guard._openreg_original,
     "get_current_backend": common.get_current_backend._openreg_original,
+    "_get_cpp_wrapper_header": codecache._get_cpp_wrapper_header._openreg_original,
+    "_load_aoti": pt2_archive._load_aoti._openreg_original,
 }
 assert utils.get_current_backend is common.get_current_backend
 assert not hasattr(compile_fx.compile_fx._openreg_original, "_openreg_original")  # not wrapped twice
@@ -32,7 +35,8 @@ def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
     return out.stdout.split()
 
 
-EXPECTED = ["['apply_options',", "'compile_fx',", "'device_need_guard',", "'get_current_backend',", "'is_cpu']"]
+EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'compile_fx',", "'device_need_guard',",
+            "'get_current_backend',", "'is_cpu']"]
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():
@@ -42,6 +46,7 @@ def test_patches_land_when_inductor_is_imported_after_openreg():
 def test_patches_land_when_inductor_was_imported_before_openreg():
     prelude = """
         import torch, torch._inductor.compile_fx, torch._inductor.scheduler  # before openreg
+        import torch._inductor.codecache, torch.export.pt2_archive._package
         import openreg
     """
     assert _run(prelude, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}) == EXPECTED

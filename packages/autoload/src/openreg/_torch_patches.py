@@ -22,6 +22,12 @@ this module gives the same behaviour without importing Inductor at `import torch
    gets guards, so a graph on openreg:1 runs there, and is a "cpp" backend, as its kernels are.
 5. `torch._inductor.scheduler.BaseSchedulerNode.is_cpu` keeps Triton-only fusion steps (loop reindexing)
    away from nodes on the CPU; openreg nodes get the same, their kernels being the CPU's C++.
+6. `torch._inductor.codecache._get_cpp_wrapper_header` names the header that C++-wrapper and AOTInductor
+   builds precompile, by device (`aoti_include/<device>.h`); openreg's wrappers include the CPU's, so that
+   is the one precompiled for them.
+7. `torch.export.pt2_archive._package._load_aoti`, through which `torch._inductor.aoti_load_package` loads an
+   AOTInductor model, finds its runner in a registry that openreg's eager layer fills when it loads; loading
+   an openreg package loads openreg's layers first, so that a process may load one before using the device.
 """
 
 from __future__ import annotations
@@ -184,10 +190,39 @@ def _patch_scheduler(module: ModuleType) -> None:
     _replace([module.BaseSchedulerNode], "is_cpu", _is_cpu)
 
 
+def _get_cpp_wrapper_header(original):
+    def get_cpp_wrapper_header(device: str, aot_mode: bool = False) -> str:
+        return original("cpu" if device.split(":")[0] == "openreg" else device, aot_mode)
+
+    return get_cpp_wrapper_header
+
+
+def _patch_codecache(module: ModuleType) -> None:
+    _replace([module], "_get_cpp_wrapper_header", _get_cpp_wrapper_header)
+
+
+def _load_aoti(original):
+    def load_aoti(file, model_name, *args, **kwargs):
+        metadata = torch._C._aoti.AOTIModelPackageLoader.load_metadata_from_package(file, model_name)
+        if metadata.get("AOTI_DEVICE_KEY") == "openreg":
+            from . import _loader
+
+            _loader.load()
+        return original(file, model_name, *args, **kwargs)
+
+    return load_aoti
+
+
+def _patch_pt2_archive(module: ModuleType) -> None:
+    _replace([module], "_load_aoti", _load_aoti)
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
     "torch._inductor.scheduler": _patch_scheduler,
+    "torch._inductor.codecache": _patch_codecache,
+    "torch.export.pt2_archive._package": _patch_pt2_archive,
     "torch._dynamo": dynamo_ready,
 }
 

@@ -67,6 +67,8 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard() { exchange(previous_); }
   void set_index(int index) { exchange(index); }
+  // `index`, or the current device if it is negative.
+  static int current(int index) { return index >= 0 ? index : exchange(-1); }
 
  private:
   static int exchange(int index) {

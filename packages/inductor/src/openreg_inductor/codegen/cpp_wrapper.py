@@ -9,26 +9,29 @@ from torch._inductor.utils import make_codegen_buffer
 from torch._inductor.virtualized import V
 
 from .. import launch
-from . import c_shims
+from . import aoti_model, c_shims
 from .wrapper import KernelOrder, on_host, on_openreg
 
 
 class OpenRegCppWrapper(KernelOrder, CppWrapperCpu):
+    device = "openreg"  # what Inductor names its builds and AOTInductor's constants after (CppWrapperCpu: "cpu")
+
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        if V.graph.aot_mode:
-            # torch's AOTInductor runtime (aoti_runtime/model_base.h, parse_device_str) accepts models for cpu,
-            # cuda, xpu and mps only, and its model runners are registered for those devices alone.
-            raise NotImplementedError(
-                "AOTInductor cannot package a model for the openreg device: torch's AOTInductor runtime only "
-                "accepts cpu, cuda, xpu and mps models. Use torch.compile (or torch._inductor.compile_fx) on "
-                "openreg, or export the model for the CPU.")
         return OpenRegCppWrapper()
+
+    def codegen_model_constructor(self) -> None:
+        prior, self.prefix = self.prefix, make_codegen_buffer()
+        super().codegen_model_constructor()
+        code, self.prefix = self.prefix.getvalue(), prior
+        self.prefix.splice(aoti_model.constructor(code))
 
     def write_header(self) -> None:
         super().write_header()
         if not V.graph.is_const_graph:
             self.header.splice(launch.LAUNCH_CPP)
+            if V.graph.aot_mode:
+                self.header.splice(aoti_model.HELPERS)
 
     def add_device_include(self, device: str) -> None:
         super().add_device_include("cpu" if device == "openreg" else device)  # openreg kernels are CPU C++

@@ -27,3 +27,6 @@ class OpenRegDeviceOpOverrides(DeviceOpOverrides):
 
     def cpp_aoti_stream_guard(self) -> str:
         return "openreg_inductor::DeviceGuard"
+
+    def cpp_kernel_type(self) -> str:
+        return "void*"  # openreg kernels are host functions (the C++ wrappers call them through launch)
