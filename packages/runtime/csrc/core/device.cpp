@@ -12,7 +12,6 @@
 namespace openreg {
 namespace {
 
-constexpr int kMaxDevices = 64;
 
 int parse_count(const char* variable, int fallback) {
   const char* raw = std::getenv(variable);

@@ -71,32 +71,18 @@ void record_failure(int device, int stream, const char* name, const char* what) 
 
 }  // namespace
 
-void Stream::push(Node* node) {
-  node->next.store(nullptr, std::memory_order_relaxed);
-  Node* prev = head_.exchange(node, std::memory_order_acq_rel);
-  prev->next.store(node, std::memory_order_release);
-}
-
 Stream::Node* Stream::pop() {
-  Node* tail = tail_;
-  Node* next = tail->next.load(std::memory_order_acquire);
-  if (tail == &stub_) {
-    if (next == nullptr) return nullptr;
-    tail_ = tail = next;
-    next = next->next.load(std::memory_order_acquire);
-  }
-  if (next != nullptr) {
-    tail_ = next;
-    return tail;
-  }
-  // `tail` is the last node: detach it by queueing the stub behind it, unless
-  // a launcher is midway through pushing (it will finish; try again then).
-  if (tail != head_.load(std::memory_order_acquire)) return nullptr;
-  push(&stub_);
-  next = tail->next.load(std::memory_order_acquire);
+  Node* next = front_->next.load(std::memory_order_acquire);
   if (next == nullptr) return nullptr;
-  tail_ = next;
-  return tail;
+  // The worker is done with front_ (it ran before, and its link is read): hand it back.
+  if (front_ != &stub_) {
+    front_->finished_next = finished_.load(std::memory_order_relaxed);
+    while (!finished_.compare_exchange_weak(front_->finished_next, front_, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
+    }
+  }
+  front_ = next;
+  return next;
 }
 
 uint64_t Stream::launch(const char* name, Task task) {
@@ -110,8 +96,12 @@ uint64_t Stream::launch(const char* name, Task task) {
       worker_ = std::thread([this] { run(); });
     }
     // Numbered and queued under one lock, so sequence numbers follow queue order.
-    seq = enqueued_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    push(task.node_.release());  // the worker's now
+    seq = enqueued_.load(std::memory_order_relaxed) + 1;
+    Node* node = task.node_.release();  // the worker's now
+    node->seq = seq;
+    last_->next.store(node, std::memory_order_release);
+    last_ = node;
+    enqueued_.store(seq, std::memory_order_release);
   }
   // In batches: the list's cache line moves between the cores at every look.
   if (seq % kDestroyBatch == 0) destroy_finished();
@@ -146,12 +136,6 @@ void Stream::run() {
       record_failure(device_, id_, node->name, e.what());
     } catch (...) {
       record_failure(device_, id_, node->name, "unknown exception");
-    }
-    // Handed back before completion is reported, so a host that has waited
-    // for this task can destroy it (and what it captured).
-    node->finished_next = finished_.load(std::memory_order_relaxed);
-    while (!finished_.compare_exchange_weak(node->finished_next, node, std::memory_order_release,
-                                            std::memory_order_relaxed)) {
     }
     const uint64_t done = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
     // A futex wake per task would wake a waiting host for nothing, on cores the kernels need.
@@ -190,6 +174,12 @@ void Stream::wait_for(uint64_t seq) {
     host_waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
   destroy_finished();
+  release_last();
+}
+
+void Stream::release_last() {
+  SpinLock lock(launching_);  // last_ cannot change meanwhile, nor leave the list (nothing follows it)
+  if (last_ != &stub_ && reached(last_->seq)) last_->release();
 }
 
 void Stream::synchronize() {

@@ -4,10 +4,12 @@
 
 #include <ATen/core/CachingHostAllocator.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "openreg/core/device.h"
 #include "openreg/core/memory.h"
@@ -20,6 +22,20 @@ void delete_device_memory(void* ptr) {
   int device = device_of(ptr);
   if (device >= 0) device_memory(device).free(ptr);
 }
+
+// What tensors' memory is freed with: one deleter per device, so that freeing
+// does not look up which device owns the pointer (a lock and a search).
+template <int D>
+void delete_on_device(void* ptr) {
+  device_memory(D).free(ptr);
+}
+
+template <int... D>
+constexpr std::array<at::DeleterFnPtr, sizeof...(D)> deleters(std::integer_sequence<int, D...>) {
+  return {&delete_on_device<D>...};
+}
+
+constexpr auto kDeleters = deleters(std::make_integer_sequence<int, kMaxDevices>());
 
 void copy_stat(const StatArray& from, c10::CachingAllocator::StatArray& to) {
   for (int i = 0; i < 3; ++i) {
@@ -36,7 +52,7 @@ struct DeviceAllocator final : c10::DeviceAllocator {
     c10::Device where(c10::DeviceType::PrivateUse1, device);
     if (nbytes == 0) return {nullptr, nullptr, &delete_device_memory, where};
     void* p = checked([&] { return device_memory(device).malloc(nbytes, openreg::current_stream(device).id()); });
-    return {p, p, &delete_device_memory, where};
+    return {p, p, kDeleters[device], where};
   }
 
   at::DeleterFnPtr raw_deleter() const override { return &delete_device_memory; }

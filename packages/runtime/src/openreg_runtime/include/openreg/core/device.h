@@ -13,6 +13,8 @@ struct Config {
   bool strict;               // OPENREG_STRICT
 };
 
+constexpr int kMaxDevices = 64;  // the most OPENREG_DEVICE_COUNT may ask for
+
 // Parsed once, on first use; a bad value throws an Error naming the variable.
 const Config& config();
 

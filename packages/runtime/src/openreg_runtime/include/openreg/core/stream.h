@@ -5,7 +5,7 @@
 // the next synchronising call on that device raises it, naming the task.
 //
 // Launching is the hot path of every op, so the worker and the host share no
-// lock: tasks travel through a lock-free queue, and a finished task goes back
+// lock: tasks travel through a lock-free list, and a finished task goes back
 // to the host, which destroys it at its next launch or wait. Memory is then
 // allocated and freed on the same thread (the allocator's per-thread caches
 // hit), and what a task captured never needs the GIL on the worker.
@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace openreg {
@@ -35,16 +36,19 @@ class Task {
   struct Node {
     virtual ~Node() = default;
     virtual void run() {}
+    virtual void release() {}  // destroys what the callable captured (once it has run)
     std::atomic<Node*> next{nullptr};
     const char* name = nullptr;
+    uint64_t seq = 0;
     Node* finished_next = nullptr;
   };
   template <class F>
   struct Holder final : Node {
     explicit Holder(F&& f) : fn(std::move(f)) {}
     explicit Holder(const F& f) : fn(f) {}
-    void run() override { fn(); }
-    F fn;
+    void run() override { (*fn)(); }
+    void release() override { fn.reset(); }
+    std::optional<F> fn;
   };
   std::unique_ptr<Node> node_;
 };
@@ -78,27 +82,28 @@ class Stream {
 
  private:
   using Node = Task::Node;
-  void push(Node* node);
   Node* pop();  // worker only; null when empty
   Node* next_task();
   void run();
   void destroy_finished();
+  void release_last();
 
   const int device_;
   const int id_;
-  // An intrusive multi-producer queue (Vyukov's): launchers exchange head_,
-  // the worker follows tail_ from the stub. What the host writes at every
-  // launch and what the worker writes at every task sit on cache lines of
-  // their own: sharing one made each launch wait for the line to come back
-  // from the worker's core.
+  // A single-producer linked list: launchers take turns under launching_ and
+  // append behind last_; the worker follows front_, the node it ran last (at
+  // first the stub). A node leaves the list when the worker moves past it, so
+  // the last one stays in it after running: a wait releases what it captured.
+  // What the host writes at every launch and what the worker writes at every
+  // task sit on cache lines of their own: sharing one made each launch wait
+  // for the line to come back from the worker's core.
   static constexpr std::size_t kLine = 64;
   // Orders concurrent launchers (held for a few instructions); never taken by the worker.
   alignas(kLine) std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
   std::atomic<uint64_t> enqueued_{0};
-  // Apart from launching_: a worker that drains the queue reads and writes it.
-  alignas(kLine) std::atomic<Node*> head_{&stub_};
-  alignas(kLine) Node* tail_ = &stub_;
-  std::atomic<Node*> finished_{nullptr};  // run, waiting for the host to destroy them
+  Node* last_ = &stub_;
+  alignas(kLine) Node* front_ = &stub_;
+  std::atomic<Node*> finished_{nullptr};  // left the list, waiting for the host to destroy them
   std::atomic<uint64_t> completed_{0};
   alignas(kLine) Node stub_;
   // Sleeping and waking are the slow paths, under mu_.
