@@ -203,11 +203,12 @@ def _patch_codecache(module: ModuleType) -> None:
 
 def _load_aoti(original):
     def load_aoti(file, model_name, *args, **kwargs):
-        metadata = torch._C._aoti.AOTIModelPackageLoader.load_metadata_from_package(file, model_name)
-        if metadata.get("AOTI_DEVICE_KEY") == "openreg":
-            from . import _loader
+        from . import _loader
 
-            _loader.load()
+        if not _loader.loaded():  # else the package's metadata need not be read twice
+            metadata = torch._C._aoti.AOTIModelPackageLoader.load_metadata_from_package(file, model_name)
+            if metadata.get("AOTI_DEVICE_KEY") == "openreg":
+                _loader.load()
         return original(file, model_name, *args, **kwargs)
 
     return load_aoti

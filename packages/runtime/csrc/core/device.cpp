@@ -12,7 +12,6 @@
 namespace openreg {
 namespace {
 
-
 int parse_count(const char* variable, int fallback) {
   const char* raw = std::getenv(variable);
   if (raw == nullptr || *raw == '\0') return fallback;
