@@ -58,6 +58,11 @@ std::vector<DeviceState>& devices() {
 }
 
 std::mutex g_create_mu;
+std::atomic<TaskHook> g_task_hook{nullptr};
+// Threads inside Stream::wait_for, of any stream: a waiting thread leaves its core to the kernels.
+std::atomic<int> g_waiting{0};
+// How long a task that nothing follows waits to see the host wait or launch (see host_idle).
+constexpr auto kIdleWatch = std::chrono::microseconds(200);
 thread_local std::array<int8_t, 64> t_current_stream{};
 
 void record_failure(int device, int stream, const char* name, const char* what) {
@@ -130,6 +135,7 @@ Stream::Node* Stream::next_task() {
 void Stream::run() {
   for (;;) {
     Node* node = next_task();
+    if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(host_idle(node));
     try {
       node->run();
     } catch (const std::exception& e) {
@@ -149,6 +155,19 @@ void Stream::run() {
   }
 }
 
+bool Stream::host_idle(const Node* task) const {
+  auto waiting = [] { return g_waiting.load(std::memory_order_relaxed) > 0; };
+  // `y = a @ b; y.item()` launches a task just before the host waits for it: when
+  // nothing follows a task, watch the host for a moment (giving it this core)
+  // until it waits (the task gets every core) or launches more (it is running).
+  const auto deadline = std::chrono::steady_clock::now() + kIdleWatch;
+  while (!waiting() && task->next.load(std::memory_order_acquire) == nullptr &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  return waiting();
+}
+
 void Stream::destroy_finished() {
   if (finished_.load(std::memory_order_relaxed) == nullptr) return;
   Node* node = finished_.exchange(nullptr, std::memory_order_acquire);
@@ -160,6 +179,10 @@ void Stream::destroy_finished() {
 }
 
 void Stream::wait_for(uint64_t seq) {
+  struct Waiting {
+    Waiting() { g_waiting.fetch_add(1, std::memory_order_relaxed); }
+    ~Waiting() { g_waiting.fetch_sub(1, std::memory_order_relaxed); }
+  } waiting;
   if (!spin_until([&] { return reached(seq); })) {
     std::unique_lock<std::mutex> lock(mu_);
     host_waiters_.fetch_add(1, std::memory_order_seq_cst);
@@ -187,6 +210,8 @@ void Stream::synchronize() {
   wait_for(last());
   raise_pending_error(device_);
 }
+
+void set_task_hook(TaskHook hook) { g_task_hook.store(hook, std::memory_order_release); }
 
 Stream& get_stream(int device, int id) {
   check_device(device);

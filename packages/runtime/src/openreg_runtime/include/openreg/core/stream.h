@@ -87,6 +87,7 @@ class Stream {
   void run();
   void destroy_finished();
   void release_last();
+  bool host_idle(const Node* task) const;
 
   const int device_;
   const int id_;
@@ -125,6 +126,14 @@ int next_pool_stream(int device);
 // The calling thread's current stream on `device` (default stream unless set).
 Stream& current_stream(int device);
 void set_current_stream(int device, int id);
+
+// The device computes on the host's cores: a kernel that used them all while
+// a host thread runs would slow both (a thread team waits for its slowest
+// member, and the host thread takes a core from one). The hook runs on a
+// worker before each task, told whether the host is idle (a host thread waits
+// for the device); the glue sizes the kernels' thread team from it.
+using TaskHook = void (*)(bool host_idle);
+void set_task_hook(TaskHook hook);
 
 // Waits for every stream of `device` that has been used, then raises a
 // pending failure. A negative device means every device.
