@@ -61,7 +61,7 @@ std::mutex g_create_mu;
 std::atomic<TaskHook> g_task_hook{nullptr};
 // Threads inside Stream::wait_for, of any stream: a waiting thread leaves its core to the kernels.
 std::atomic<int> g_waiting{0};
-// How long a task that nothing follows waits to see the host wait or launch (see host_idle).
+// How long a task that nothing follows waits to see the host wait or launch (see HostIdle).
 constexpr auto kIdleWatch = std::chrono::microseconds(200);
 thread_local std::array<int8_t, 64> t_current_stream{};
 
@@ -135,7 +135,7 @@ Stream::Node* Stream::next_task() {
 void Stream::run() {
   for (;;) {
     Node* node = next_task();
-    if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(host_idle(node));
+    if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(HostIdle(*node));
     try {
       node->run();
     } catch (const std::exception& e) {
@@ -155,13 +155,13 @@ void Stream::run() {
   }
 }
 
-bool Stream::host_idle(const Node* task) const {
+bool HostIdle::operator()() const {
   auto waiting = [] { return g_waiting.load(std::memory_order_relaxed) > 0; };
   // `y = a @ b; y.item()` launches a task just before the host waits for it: when
   // nothing follows a task, watch the host for a moment (giving it this core)
   // until it waits (the task gets every core) or launches more (it is running).
   const auto deadline = std::chrono::steady_clock::now() + kIdleWatch;
-  while (!waiting() && task->next.load(std::memory_order_acquire) == nullptr &&
+  while (!waiting() && task_.next.load(std::memory_order_acquire) == nullptr &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
   }

@@ -28,11 +28,12 @@ void set_threads(int threads) {
 #endif
 }
 
-void size_team(bool host_idle) {
+void size_team(const HostIdle& host_idle) {
   // Also ATen's first parallel set-up of this thread: it cannot undo a later set_threads.
   thread_local const int device_threads = at::get_num_threads();
   thread_local int current = device_threads;
-  const bool full = host_idle || at::globalContext().deterministicAlgorithms();
+  if (device_threads == 1) return;  // no core to leave the host
+  const bool full = at::globalContext().deterministicAlgorithms() || host_idle();
   const int want = full ? device_threads : std::max(1, device_threads - 1);
   if (want != current) {
     set_threads(want);

@@ -33,6 +33,7 @@ class Task {
 
  private:
   friend class Stream;
+  friend class HostIdle;
   struct Node {
     virtual ~Node() = default;
     virtual void run() {}
@@ -87,7 +88,6 @@ class Stream {
   void run();
   void destroy_finished();
   void release_last();
-  bool host_idle(const Node* task) const;
 
   const int device_;
   const int id_;
@@ -127,12 +127,23 @@ int next_pool_stream(int device);
 Stream& current_stream(int device);
 void set_current_stream(int device, int id);
 
+// Asked on a worker before a task runs: is the host idle (a host thread waits
+// for the device)? Only a hook that needs the answer asks: it may take a while.
+class HostIdle {
+ public:
+  bool operator()() const;
+
+ private:
+  friend class Stream;
+  explicit HostIdle(const Task::Node& task) : task_(task) {}
+  const Task::Node& task_;
+};
+
 // The device computes on the host's cores: a kernel that used them all while
 // a host thread runs would slow both (a thread team waits for its slowest
 // member, and the host thread takes a core from one). The hook runs on a
-// worker before each task, told whether the host is idle (a host thread waits
-// for the device); the glue sizes the kernels' thread team from it.
-using TaskHook = void (*)(bool host_idle);
+// worker before each task; the glue sizes the kernels' thread team there.
+using TaskHook = void (*)(const HostIdle& host_idle);
 void set_task_hook(TaskHook hook);
 
 // Waits for every stream of `device` that has been used, then raises a
