@@ -70,14 +70,21 @@ def _is_path(arg: Path) -> bool:
 def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = None, python: str = "python") -> None:
     """pytest from a scratch directory against the installed wheels; no tests collected is a failure.
     `python`: the interpreter of another environment than the session's."""
-    session.chdir(session.create_tmp())
+    tmp = Path(session.create_tmp()).resolve()
+    session.chdir(tmp)
+    # Inductor's kernel cache (about 1 GB after the compile tests) is scratch: freed when pytest ends, so that
+    # CI's sessions fit on a smaller disk.
+    cache = tmp / "inductor-cache"
     try:
         session.run(python, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-                    "-p", "no:cacheprovider", *args, env=env or {}, external=python != "python")
+                    "-p", "no:cacheprovider", *args, env={"TORCHINDUCTOR_CACHE_DIR": str(cache), **(env or {})},
+                    external=python != "python")
     except CommandFailed as exc:
         if exc.return_code == 5:
             session.error(f"pytest collected no tests from {' '.join(args)}: a test run that tests nothing fails")
         raise
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @nox.session
@@ -150,20 +157,23 @@ def variants(session: nox.Session) -> None:
     tmp = Path(session.create_tmp()).resolve()  # resolved now: _pytest changes the working directory
     for variant, (requirement, tests) in VARIANTS.items():
         session.log(f"variant {variant}: pip install {requirement}")
-        python = _variant_env(session, tmp / f"venv-{variant}", requirement, dist)
+        venv = tmp / f"venv-{variant}"
+        python = _variant_env(session, venv, requirement, dist)
         _pytest(session, [*(str(ROOT / "packages" / t) for t in tests), *session.posargs],
                 env={"TEST_OPENREG_VARIANT": variant}, python=python)
+        # Each holds a torch of its own (1 GB): only one exists at a time, so that CI fits on a smaller disk.
+        # A failed variant's environment stays for inspection until the next run.
+        shutil.rmtree(venv)
 
 
 def _variant_env(session: nox.Session, venv: Path, requirement: str, dist: Path) -> str:
-    """The interpreter of virtualenv `venv` (kept between runs, like the sessions' own), holding torch and, of
-    openreg, exactly what `pip install <requirement>` brings from `dist`."""
+    """The interpreter of a new virtualenv `venv` holding torch and, of openreg, exactly what
+    `pip install <requirement>` brings from `dist`."""
+    shutil.rmtree(venv, ignore_errors=True)
+    session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
-    if not Path(python).exists():
-        session.run("python", "-m", "venv", str(venv))
     pip = [python, "-m", "pip"]
     session.run(*pip, "install", "--quiet", f"torch=={TORCH[0]}", "numpy", "pytest", external=True)
-    session.run(*pip, "uninstall", "--yes", *PACKAGES, silent=True, external=True)
     if "plot" in requirement:
         session.run(*pip, "install", "--quiet", "matplotlib", external=True)  # openreg's wheels: dist/ only
     session.run(*pip, "install", "--no-index", "--find-links", str(dist), requirement, external=True)
