@@ -201,18 +201,27 @@ def test_compiled_call_does_not_wait_for_the_stream():
 def _on_side_stream(x, s):
     with torch.openreg.stream(s):
         y = x * 2
+    # y comes from s: as on CUDA, the current stream must wait for s before reading it.
+    torch.openreg.current_stream().wait_stream(s)
     return y + 1
 
 
 def test_stream_context_inside_fullgraph():
-    x = _randn(16, 16)
+    """Work under `with stream(s)` runs on s, and the traced wait_stream orders the current stream after it:
+    with s held up by a queued sleep, reading y on the current stream without that wait reads it unwritten."""
+    compiled = torch.compile(_on_side_stream, fullgraph=True)
     s = torch.openreg.Stream()
     with generated_code() as codes:
-        got = torch.compile(_on_side_stream, fullgraph=True)(x.to(DEVICE), s)
+        compiled(_randn(16, 16, seed=1).to(DEVICE), s)
+    assert_openreg_kernels(codes)
     assert torch.openreg.current_stream() == torch.openreg.default_stream()
+    x = _randn(16, 16, seed=2)
+    dev_x = x.to(DEVICE)
+    with torch.openreg.stream(s):
+        torch.openreg._sleep(SLEEP_MS)
+    got = compiled(dev_x, s)
     torch.openreg.synchronize()
     assert_close_cpu(got, x * 2 + 1)
-    assert_openreg_kernels(codes)
 
 
 def _only_on_side_stream(x, s):
