@@ -72,19 +72,20 @@ def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = 
     `python`: the interpreter of another environment than the session's."""
     tmp = Path(session.create_tmp()).resolve()
     session.chdir(tmp)
-    # Inductor's kernel cache (about 1 GB after the compile tests) is scratch: freed when pytest ends, so that
-    # CI's sessions fit on a smaller disk.
-    cache = tmp / "inductor-cache"
+    # The run's temporary files, Inductor's kernel cache and precompiled headers among them (about 1.7 GB after
+    # the compile tests), are deleted when pytest ends, so that CI's sessions fit on a smaller disk.
+    scratch = tmp / "scratch"
+    scratch.mkdir(exist_ok=True)
     try:
         session.run(python, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-                    "-p", "no:cacheprovider", *args, env={"TORCHINDUCTOR_CACHE_DIR": str(cache), **(env or {})},
+                    "-p", "no:cacheprovider", *args, env={"TMPDIR": str(scratch), **(env or {})},
                     external=python != "python")
     except CommandFailed as exc:
         if exc.return_code == 5:
             session.error(f"pytest collected no tests from {' '.join(args)}: a test run that tests nothing fails")
         raise
     finally:
-        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @nox.session

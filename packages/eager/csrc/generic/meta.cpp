@@ -2,8 +2,12 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 namespace openreg::eager {
@@ -11,27 +15,48 @@ namespace {
 
 constexpr size_t kMaxEntries = 1 << 16;
 
+// An argument signature as bytes, built at every launch: plain stores into a
+// buffer that only grows (std::string::append costs a call per field).
+class Key {
+ public:
+  void clear() { size_ = 0; }
+  void put_bytes(const void* p, size_t n) {
+    if (size_ + n > buf_.size()) buf_.resize(std::max(2 * buf_.size(), size_ + n));
+    std::memcpy(buf_.data() + size_, p, n);
+    size_ += n;
+  }
+  std::string_view view() const { return {buf_.data(), size_}; }
+
+ private:
+  std::string buf_ = std::string(512, '\0');
+  size_t size_ = 0;
+};
+
 template <typename T>
-void put(std::string& key, const T& v) {
-  key.append(reinterpret_cast<const char*>(&v), sizeof(T));
+void put(Key& key, const T& v) {
+  key.put_bytes(&v, sizeof(T));
 }
 
-void put_array(std::string& key, c10::IntArrayRef a) {
-  key.append(reinterpret_cast<const char*>(a.data()), a.size() * sizeof(int64_t));
-}
+void put_array(Key& key, c10::IntArrayRef a) { key.put_bytes(a.data(), a.size() * sizeof(int64_t)); }
 
-void put_tensor(std::string& key, const at::Tensor& t) {
+void put_tensor(Key& key, const at::Tensor& t) {
   if (!t.defined()) return put(key, 'u');
-  put(key, 't');
-  put(key, t.scalar_type());
-  put(key, t.device().type());
-  put(key, t.unsafeGetTensorImpl()->is_wrapped_number());
-  put(key, static_cast<int64_t>(t.dim()));
-  put_array(key, t.sizes());
-  put_array(key, t.strides());
+  const auto* impl = t.unsafeGetTensorImpl();
+  struct Head {
+    char tag;
+    at::ScalarType dtype;
+    c10::DeviceType device;
+    bool wrapped;
+    int32_t dim;
+  };
+  static_assert(std::has_unique_object_representations_v<Head>, "padding bytes would make equal keys differ");
+  put(key, Head{'t', t.scalar_type(), impl->device_type(), impl->is_wrapped_number(),
+                static_cast<int32_t>(impl->dim())});
+  put_array(key, impl->sizes());
+  put_array(key, impl->strides());
 }
 
-void put_value(std::string& key, const c10::IValue& v) {
+void put_value(Key& key, const c10::IValue& v) {
   if (v.isTensor()) return put_tensor(key, v.toTensor());
   if (v.isNone()) return put(key, 'n');
   if (v.isInt()) return put(key, 'i'), put(key, v.toInt());
@@ -49,15 +74,17 @@ void put_value(std::string& key, const c10::IValue& v) {
     for (const c10::IValue& e : v.toListRef()) put_value(key, e);
     return put(key, ']');
   }
-  if (v.isString()) return put(key, 's'), key.append(v.toStringRef()), put(key, '\0');
+  if (v.isString()) {
+    const auto& str = v.toStringRef();
+    return put(key, 's'), key.put_bytes(str.data(), str.size()), put(key, '\0');
+  }
   if (v.isDevice()) return put(key, 'D'), put(key, v.toDevice().type());
   if (v.isGenerator()) return put(key, 'g');
   // Anything else (Scalar types, complex, ...) by its printed form.
-  put(key, '?');
-  key.append(c10::toString(v.type()));
   std::ostringstream s;
-  s << v;
-  key.append(s.str());
+  s << '?' << *v.type() << v;
+  const std::string printed = s.str();
+  key.put_bytes(printed.data(), printed.size());
 }
 
 at::Tensor to_meta(const at::Tensor& t) {
@@ -130,19 +157,25 @@ TensorMeta meta_of(const at::Tensor& t) {
 std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                              bool use_cache) {
   if (!use_cache) return run_on_meta(op, args);
-  thread_local std::string key;  // reused: a cache hit allocates nothing
-  key.clear();
-  put(key, &op.schema());
-  for (const auto& a : args) put_value(key, a);
-
   // Per thread, so a hit takes no lock; a thread works out each signature once.
-  thread_local std::unordered_map<std::string, std::shared_ptr<const MetaResult>> cache;
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  std::string miss = key;  // the meta run may launch nested lookups that reuse `key`
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  struct Cache {
+    Key key;  // reused: a hit allocates nothing
+    std::unordered_map<std::string, std::shared_ptr<const MetaResult>, Hash, std::equal_to<>> results;
+  };
+  thread_local Cache cache;
+  cache.key.clear();
+  put(cache.key, &op.schema());
+  for (const auto& a : args) put_value(cache.key, a);
+  auto it = cache.results.find(cache.key.view());
+  if (it != cache.results.end()) return it->second;
+  std::string miss(cache.key.view());  // the meta run may launch nested lookups that reuse the key
   auto result = run_on_meta(op, args);
-  if (cache.size() >= kMaxEntries) cache.clear();
-  cache.emplace(std::move(miss), result);
+  if (cache.results.size() >= kMaxEntries) cache.results.clear();
+  cache.results.emplace(std::move(miss), result);
   return result;
 }
 

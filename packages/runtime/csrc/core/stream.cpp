@@ -21,6 +21,8 @@ constexpr int kStreams = kPoolSize + 1;
 // A short spin before sleeping keeps launch-to-run and finish-to-wake latency
 // low (a futex wake costs microseconds) without holding a core when idle.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// A worker that falls asleep looks for work once more after this long (see next_task()).
+constexpr auto kRecheck = std::chrono::microseconds(500);
 // Launches between two clean-ups of finished tasks (waits always clean up).
 constexpr uint64_t kDestroyBatch = 32;
 
@@ -110,9 +112,8 @@ uint64_t Stream::launch(const char* name, Task task) {
   }
   // In batches: the list's cache line moves between the cores at every look.
   if (seq % kDestroyBatch == 0) destroy_finished();
-  // Pairs with the fence in next_task(): either the worker sees the task or we
-  // see that it sleeps.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // No fence before this look (see next_task()): a fence would make every
+  // launch wait for the task's link to reach the worker's core.
   if (worker_sleeping_.load(std::memory_order_relaxed)) {
     { std::lock_guard<std::mutex> lock(mu_); }
     work_cv_.notify_one();
@@ -127,7 +128,12 @@ Stream::Node* Stream::next_task() {
   std::unique_lock<std::mutex> lock(mu_);
   worker_sleeping_.store(true, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  work_cv_.wait(lock, [&] { return (node = pop()) != nullptr; });
+  // A launch that raced with falling asleep may have missed the flag (launchers
+  // look without a fence) while its task was not yet visible here: it is
+  // visible long before kRecheck, so the first sleep is bounded by it.
+  if (!work_cv_.wait_for(lock, kRecheck, [&] { return (node = pop()) != nullptr; })) {
+    work_cv_.wait(lock, [&] { return (node = pop()) != nullptr; });
+  }
   worker_sleeping_.store(false, std::memory_order_relaxed);
   return node;
 }
