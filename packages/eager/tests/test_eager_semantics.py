@@ -472,6 +472,35 @@ def test_inplace_restride():
     assert proc.returncode == 0 and "OK" in proc.stdout, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
 
 
+def test_strict_mode_opens_every_argument_kind():
+    """Under OPENREG_STRICT=1 device memory is closed to the host except for what a task names:
+    every kind of argument the generic kernel captures (a tensor, a tensor list, an optional-tensor
+    list, an out= tensor, a strided view, a host-run op) must be named, or the task faults."""
+    proc = _run_python(
+        """
+        import torch, openreg_eager
+        from torch.testing import assert_close
+        g = torch.Generator().manual_seed(0)
+        a, b = torch.randn(6, 4, generator=g), torch.randn(6, 4, generator=g)
+        da, db = a.to("openreg"), b.to("openreg")
+        assert_close((da + db * 2).cpu(), a + b * 2)
+        assert_close(torch.cat([da, db, da]).cpu(), torch.cat([a, b, a]))
+        assert_close(torch.stack([da.t(), db.t()]).cpu(), torch.stack([a.t(), b.t()]))
+        rows = torch.tensor([0, 3, 5])
+        assert_close(da[rows.to("openreg")].cpu(), a[rows])
+        assert_close(da.index_put((rows.to("openreg"),), db[:3]).cpu(), a.index_put((rows,), b[:3]))
+        out = torch.empty(6, 4, device="openreg")
+        torch.mul(da, db, out=out)
+        assert_close(out.cpu(), a * b)
+        assert_close(da[::2, 1:].exp().cpu(), a[::2, 1:].exp())
+        assert_close(torch.nonzero(da > 0).cpu(), torch.nonzero(a > 0))
+        print("OK")
+        """,
+        env={"OPENREG_STRICT": "1"},
+    )
+    assert proc.returncode == 0 and "OK" in proc.stdout, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
+
+
 def test_out_variant_into_non_contiguous_output():
     a_cpu, b_cpu = _cpu_randn(3, 4), _cpu_randn(3, 4, seed=1)
     c_cpu = torch.zeros(4, 3).t()

@@ -51,7 +51,7 @@ at::Tensor scaled_silu_openreg(const at::Tensor& x, double scale) {
                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), x.scalar_type(),
                                              std::nullopt);
   glue::HostView in = glue::HostView::of(input), res = glue::HostView::of(out);
-  glue::launch(x.device().index(), "openreg::scaled_silu", {in.data, res.data},
+  glue::launch(x.device().index(), "openreg::scaled_silu", {in.data(), res.data()},
                [in, res, scale] { scaled_silu_host(in.tensor(), res.tensor(), scale); });
   return out;
 }

@@ -44,9 +44,8 @@ at::Tensor read_now(const at::Tensor& t) {
 
 HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device)
     : generator_arg_(generator_arg) {
-  args_.reserve(args.size() + 2);
   for (const auto& a : args) capture(a);
-  n_inputs_ = args_.size();
+  n_inputs_ = static_cast<int>(values_.size());
   if (generator_arg >= 0) {
     const auto& g = args[generator_arg];
     const at::Generator& gen = g.isNone() ? glue::default_generator(device) : g.toGenerator();
@@ -58,78 +57,82 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
 
 void HostCall::capture(const c10::IValue& v) {
   auto is_device = [](const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; };
-  auto view_of = [&](const at::Tensor& t) {
-    auto view = glue::HostView::of(t);
-    touches_.push_back(view.data);
-    return view;
-  };
-  Arg& arg = args_.emplace_back();  // in place: an Arg is large
   if (v.isTensor() && is_device(v.toTensor())) {
-    arg.view = view_of(v.toTensor());
+    add_view(v.toTensor(), -1);
+    values_.emplace_back();
   } else if (v.isTensorList() || v.isOptionalTensorList()) {
-    arg.optional_list = v.isOptionalTensorList();
-    bool any = false;
+    int element = 0;
     for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor() && is_device(e.toTensor())) {
-        arg.list.push_back(view_of(e.toTensor()));
-        any = true;
-      } else {
-        arg.list.push_back(std::nullopt);
-      }
+      if (e.isTensor() && is_device(e.toTensor())) add_view(e.toTensor(), element);
+      ++element;
     }
-    if (!any) arg.list.clear();
     if (v.isTensorList()) {
       c10::List<at::Tensor> now;
       for (const at::Tensor& t : v.toTensorList()) now.push_back(read_now(t));
-      arg.value = now;
+      values_.emplace_back(now);
     } else {
       c10::List<std::optional<at::Tensor>> now;
       for (const c10::IValue& e : v.toListRef()) {
         now.push_back(e.isNone() ? std::nullopt : std::optional<at::Tensor>(read_now(e.toTensor())));
       }
-      arg.value = now;
+      values_.emplace_back(now);
     }
   } else if (v.isTensor()) {
-    arg.value = read_now(v.toTensor());
+    values_.emplace_back(read_now(v.toTensor()));
   } else if (v.isDevice()) {
-    arg.value = c10::Device(at::kCPU);
+    values_.emplace_back(c10::Device(at::kCPU));
   } else {
-    arg.value = v;
+    values_.push_back(v);
   }
+}
+
+void HostCall::add_view(const at::Tensor& t, int element) {
+  const auto at = static_cast<uint32_t>(shapes_.size());
+  shapes_.append(t.sizes().begin(), t.sizes().end());
+  shapes_.append(t.strides().begin(), t.strides().end());
+  views_.push_back(View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()),
+                        static_cast<uint16_t>(t.dim())});
+}
+
+glue::HostView HostCall::view(const View& v) const {
+  glue::HostView out;
+  static_cast<glue::HostAlias&>(out) = v.alias;
+  out.shape.append(shapes_.begin() + v.shape_at, shapes_.begin() + v.shape_at + 2 * v.dim);
+  return out;
 }
 
 void HostCall::add_out(const at::Tensor& t) { capture(t); }
 
 c10::SmallVector<glue::HostView, 1> HostCall::outs() const {
   c10::SmallVector<glue::HostView, 1> outs;
-  for (size_t i = n_inputs_; i < args_.size(); ++i) outs.push_back(*args_[i].view);
+  for (const View& v : views_) {
+    if (v.arg >= n_inputs_) outs.push_back(view(v));
+  }
   return outs;
 }
 
+glue::Touches HostCall::touches() const {
+  glue::Touches touches;
+  for (const View& v : views_) touches.push_back(v.alias.data(v.sizes(shapes_.data())));
+  return touches;
+}
+
 torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
-  torch::jit::Stack stack;
-  stack.reserve(args_.size());
-  for (size_t i = 0; i < (with_outs ? args_.size() : n_inputs_); ++i) {
-    const Arg& a = args_[i];
-    if (a.view) {
-      stack.emplace_back(a.view->tensor());
-    } else if (!a.list.empty()) {
-      const auto given = a.value.toListRef();
-      if (a.optional_list) {
-        c10::List<std::optional<at::Tensor>> out;
-        for (size_t i = 0; i < given.size(); ++i) {
-          out.push_back(a.list[i] ? std::optional<at::Tensor>(a.list[i]->tensor())
-                                  : (given[i].isNone() ? std::nullopt : std::optional<at::Tensor>(given[i].toTensor())));
-        }
-        stack.emplace_back(out);
-      } else {
-        c10::List<at::Tensor> out;
-        for (size_t i = 0; i < given.size(); ++i) out.push_back(a.list[i] ? a.list[i]->tensor() : given[i].toTensor());
-        stack.emplace_back(out);
-      }
-    } else {
-      stack.push_back(a.value);
+  const int n = with_outs ? static_cast<int>(values_.size()) : n_inputs_;
+  torch::jit::Stack stack(values_.begin(), values_.begin() + n);
+  int copied = -1;  // the list argument last copied, so that the host's list stays as given
+  for (const View& v : views_) {
+    if (v.arg >= n) break;
+    at::Tensor t = v.alias.tensor(v.sizes(shapes_.data()), v.strides(shapes_.data()));
+    if (v.element < 0) {
+      stack[v.arg] = std::move(t);
+      continue;
     }
+    if (copied != v.arg) {
+      stack[v.arg] = stack[v.arg].toList().copy();
+      copied = v.arg;
+    }
+    stack[v.arg].toList().set(v.element, std::move(t));
   }
   if (generator_arg_ >= 0) stack[generator_arg_] = snapshot_.clone();  // a retry draws the same numbers
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);

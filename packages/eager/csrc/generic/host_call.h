@@ -8,8 +8,7 @@
 
 #include <c10/util/SmallVector.h>
 
-#include <optional>
-#include <vector>
+#include <cstdint>
 
 #include "openreg/glue/launch.h"
 
@@ -30,20 +29,30 @@ class HostCall {
   torch::jit::Stack run(const c10::OperatorHandle& op, bool with_outs = false) const;
 
   // Device memory the call reads or writes (opened by strict mode).
-  const glue::Touches& touches() const { return touches_; }
+  glue::Touches touches() const;
 
  private:
-  struct Arg {
-    c10::IValue value;                              // as given, unless a device tensor
-    std::optional<glue::HostView> view;             // a device tensor
-    std::vector<std::optional<glue::HostView>> list;  // a list holding device tensors
-    bool optional_list = false;                     // Tensor?[] rather than Tensor[]
+  // A device tensor: an argument, or an element of a list argument.
+  struct View {
+    glue::HostAlias alias;
+    int32_t element;    // -1: the argument itself
+    uint32_t shape_at;  // its sizes, then its strides, in shapes_
+    int16_t arg;
+    uint16_t dim;
+    c10::IntArrayRef sizes(const int64_t* shapes) const { return {shapes + shape_at, dim}; }
+    c10::IntArrayRef strides(const int64_t* shapes) const { return {shapes + shape_at + dim, dim}; }
   };
-  void capture(const c10::IValue& v);  // appends to args_
+  void capture(const c10::IValue& v);  // appends to values_ (and views_)
+  void add_view(const at::Tensor& t, int element);
+  glue::HostView view(const View& v) const;
 
-  std::vector<Arg> args_;
-  size_t n_inputs_ = 0;
-  glue::Touches touches_;
+  // Held inline, as the whole call is, in the stream's task: the worker reads
+  // what the host wrote there, and every cache line it spans is a transfer
+  // between their cores at each op. Shapes share one buffer for the same reason.
+  c10::SmallVector<c10::IValue, 6> values_;  // as given; None for a device tensor
+  c10::SmallVector<View, 4> views_;          // in argument order
+  c10::SmallVector<int64_t, 12> shapes_;
+  int n_inputs_ = 0;
   int generator_arg_;
   // The device generator's state at launch, lent to the CPU kernel: draws
   // follow the host's order of launches, whenever the task runs.

@@ -118,7 +118,8 @@ Results run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   HostCall call(args, info.generator_arg, device);
   torch::jit::Stack out;
   {
-    HostAccess access(call.touches().data(), call.touches().size());
+    const glue::Touches touches = call.touches();
+    HostAccess access(touches.data(), touches.size());
     try {
       out = call.run(op);
     } catch (const c10::Error& e) {
@@ -195,9 +196,12 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
     }
     results.push_back(pack(std::move(fresh), rets[i]));
   }
-  glue::Touches touches = call.touches();
-  for (const auto& v : into) {
-    if (v.data != nullptr) touches.push_back(v.data);
+  glue::Touches touches;  // only strict mode looks at them
+  if (config().strict) {
+    touches = call.touches();
+    for (const auto& v : into) {
+      if (v.data() != nullptr) touches.push_back(v.data());
+    }
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
   glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into)] {
@@ -214,12 +218,12 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
     }
     const auto& targets = out_op ? outs : into;
     torch::jit::Stack out = call.run(op);
-    if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data != nullptr; })) return;
+    if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) return;
     size_t k = 0;
     auto take = [&](const at::Tensor& t) {
       TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
       const auto& v = targets[k++];
-      if (v.data != nullptr) v.tensor().copy_(t);
+      if (v.data() != nullptr) v.tensor().copy_(t);
     };
     for (const auto& v : out) {
       if (v.isTensor()) {

@@ -80,15 +80,7 @@ void record_failure(int device, int stream, const char* name, const char* what) 
 
 Stream::Node* Stream::pop() {
   Node* next = front_->next.load(std::memory_order_acquire);
-  if (next == nullptr) return nullptr;
-  // The worker is done with front_ (it ran before, and its link is read): hand it back.
-  if (front_ != &stub_) {
-    front_->finished_next = finished_.load(std::memory_order_relaxed);
-    while (!finished_.compare_exchange_weak(front_->finished_next, front_, std::memory_order_release,
-                                            std::memory_order_relaxed)) {
-    }
-  }
-  front_ = next;
+  if (next != nullptr) front_ = next;
   return next;
 }
 
@@ -175,12 +167,21 @@ bool HostIdle::operator()() const {
 }
 
 void Stream::destroy_finished() {
-  if (finished_.load(std::memory_order_relaxed) == nullptr) return;
-  Node* node = finished_.exchange(nullptr, std::memory_order_acquire);
-  while (node != nullptr) {
-    Node* next = node->finished_next;
-    delete node;
-    node = next;
+  Node* first;
+  Node* end;
+  {
+    SpinLock lock(launching_);
+    // The worker is done with a node once its successor has run: it has moved past it.
+    const uint64_t done = completed_.load(std::memory_order_acquire);
+    first = end = oldest_;
+    while (end != last_ && end->seq < done) end = end->next.load(std::memory_order_relaxed);
+    oldest_ = end;
+  }
+  // Outside the lock: what a task captured may launch work as it goes (a freed block's events).
+  while (first != end) {
+    Node* next = first->next.load(std::memory_order_relaxed);
+    if (first != &stub_) delete first;
+    first = next;
   }
 }
 

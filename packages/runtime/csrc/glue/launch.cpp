@@ -1,29 +1,30 @@
 #include "openreg/glue/launch.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 
 namespace openreg::glue {
 
-HostView HostView::of(const at::Tensor& t) {
-  HostView v;
+HostAlias HostAlias::of(const at::Tensor& t) {
+  HostAlias a;
   const auto* impl = t.unsafeGetTensorImpl();
   const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();  // no reference taken
-  v.base = const_cast<void*>(storage->data());  // device memory is never copy-on-write
-  v.nbytes = storage->nbytes();
-  v.offset = impl->storage_offset();
-  // As Tensor::data_ptr(): null for a tensor without elements.
-  v.data = impl->is_empty() || v.base == nullptr
-               ? nullptr
-               : static_cast<char*>(v.base) + v.offset * static_cast<int64_t>(impl->itemsize());
-  v.sizes.assign(t.sizes().begin(), t.sizes().end());
-  v.strides.assign(t.strides().begin(), t.strides().end());
-  v.dtype = t.scalar_type();
-  v.conj = t.is_conj();
-  v.neg = t.is_neg();
-  return v;
+  a.base = const_cast<void*>(storage->data());  // device memory is never copy-on-write
+  a.nbytes = storage->nbytes();
+  a.offset = impl->storage_offset();
+  a.dtype = t.scalar_type();
+  a.conj = t.is_conj();
+  a.neg = t.is_neg();
+  return a;
 }
 
-at::Tensor HostView::tensor() const {
+void* HostAlias::data(c10::IntArrayRef sizes) const {
+  // As Tensor::data_ptr(): null for a tensor without elements.
+  if (base == nullptr || c10::multiply_integers(sizes) == 0) return nullptr;
+  return static_cast<char*>(base) + offset * static_cast<int64_t>(c10::elementSize(dtype));
+}
+
+at::Tensor HostAlias::tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
   // A storage that does not own its memory: the device allocator does.
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, c10::Device(c10::kCPU)),
                        /*allocator=*/nullptr, /*resizable=*/false);
@@ -33,6 +34,14 @@ at::Tensor HostView::tensor() const {
   if (conj) t = t._conj();
   if (neg) t = t._neg_view();
   return t;
+}
+
+HostView HostView::of(const at::Tensor& t) {
+  HostView v;
+  static_cast<HostAlias&>(v) = HostAlias::of(t);
+  v.shape.append(t.sizes().begin(), t.sizes().end());
+  v.shape.append(t.strides().begin(), t.strides().end());
+  return v;
 }
 
 c10::Stream current_stream(c10::DeviceIndex device) {

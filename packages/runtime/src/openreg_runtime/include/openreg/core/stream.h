@@ -5,10 +5,11 @@
 // the next synchronising call on that device raises it, naming the task.
 //
 // Launching is the hot path of every op, so the worker and the host share no
-// lock: tasks travel through a lock-free list, and a finished task goes back
-// to the host, which destroys it at its next launch or wait. Memory is then
+// lock: tasks travel through a lock-free list, and the host destroys a task
+// the worker has moved past at its next launch or wait. Memory is then
 // allocated and freed on the same thread (the allocator's per-thread caches
-// hit), and what a task captured never needs the GIL on the worker.
+// hit), what a task captured never needs the GIL on the worker, and the
+// worker writes nothing the host wrote.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -41,7 +42,6 @@ class Task {
     std::atomic<Node*> next{nullptr};
     const char* name = nullptr;
     uint64_t seq = 0;
-    Node* finished_next = nullptr;
   };
   template <class F>
   struct Holder final : Node {
@@ -93,18 +93,19 @@ class Stream {
   const int id_;
   // A single-producer linked list: launchers take turns under launching_ and
   // append behind last_; the worker follows front_, the node it ran last (at
-  // first the stub). A node leaves the list when the worker moves past it, so
-  // the last one stays in it after running: a wait releases what it captured.
+  // first the stub). The host destroys nodes from oldest_ on once the worker
+  // has moved past them, so the last one stays after running: a wait
+  // releases what it captured.
   // What the host writes at every launch and what the worker writes at every
   // task sit on cache lines of their own: sharing one made each launch wait
   // for the line to come back from the worker's core.
   static constexpr std::size_t kLine = 64;
-  // Orders concurrent launchers (held for a few instructions); never taken by the worker.
+  // Orders concurrent launchers and clean-ups (held briefly); never taken by the worker.
   alignas(kLine) std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
   std::atomic<uint64_t> enqueued_{0};
   Node* last_ = &stub_;
+  Node* oldest_ = &stub_;  // the first node not yet destroyed
   alignas(kLine) Node* front_ = &stub_;
-  std::atomic<Node*> finished_{nullptr};  // left the list, waiting for the host to destroy them
   std::atomic<uint64_t> completed_{0};
   alignas(kLine) Node stub_;
   // Sleeping and waking are the slow paths, under mu_.

@@ -14,19 +14,33 @@
 
 namespace openreg::glue {
 
-// Shape of a device tensor, captured at launch so the task does not keep the
-// tensor (and so its memory) alive: device memory is freed in stream order.
-struct HostView {
-  void* data = nullptr;  // the first element; null for "no tensor"
-  void* base = nullptr;  // the whole storage, so that storage offsets keep their meaning
+// A device tensor's memory and element type, captured at launch so the task
+// does not keep the tensor (and so its memory) alive: device memory is freed
+// in stream order. The worker reads it from the host's cache lines at every
+// op, so it is kept small.
+struct HostAlias {
+  void* base = nullptr;  // the whole storage, so that storage offsets keep their meaning; null for "no tensor"
   size_t nbytes = 0;
   int64_t offset = 0;
-  c10::SmallVector<int64_t, 5> sizes, strides;
   at::ScalarType dtype = at::kFloat;
   bool conj = false, neg = false;  // lazy conjugate / negative views
 
+  static HostAlias of(const at::Tensor& t);
+  // The first element of a tensor of these sizes; null for "no tensor" or no elements.
+  void* data(c10::IntArrayRef sizes) const;
+  // The CPU tensor of that shape on this memory; call inside the task.
+  at::Tensor tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const;
+};
+
+// A HostAlias with its shape.
+struct HostView : HostAlias {
+  c10::SmallVector<int64_t, 8> shape;  // the sizes, then the strides
+
   static HostView of(const at::Tensor& t);
-  at::Tensor tensor() const;  // the CPU alias; call inside the task
+  c10::IntArrayRef sizes() const { return {shape.data(), shape.size() / 2}; }
+  c10::IntArrayRef strides() const { return {shape.data() + shape.size() / 2, shape.size() / 2}; }
+  void* data() const { return HostAlias::data(sizes()); }
+  at::Tensor tensor() const { return HostAlias::tensor(sizes(), strides()); }
 };
 
 c10::Stream current_stream(c10::DeviceIndex device);
