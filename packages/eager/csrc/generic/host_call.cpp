@@ -103,8 +103,8 @@ glue::HostView HostCall::view(const View& v) const {
 
 void HostCall::add_out(const at::Tensor& t) { capture(t); }
 
-c10::SmallVector<glue::HostView, 1> HostCall::outs() const {
-  c10::SmallVector<glue::HostView, 1> outs;
+std::vector<glue::HostView> HostCall::outs() const {
+  std::vector<glue::HostView> outs;
   for (const View& v : views_) {
     if (v.arg >= n_inputs_) outs.push_back(view(v));
   }

@@ -9,6 +9,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "openreg/glue/launch.h"
 
@@ -22,7 +23,7 @@ class HostCall {
   // Appends out= tensors (device results) after the arguments.
   void add_out(const at::Tensor& t);
   // Those out= tensors, in order.
-  c10::SmallVector<glue::HostView, 1> outs() const;
+  std::vector<glue::HostView> outs() const;
 
   // Calls `op`'s CPU kernel on the host views, with or without the out=
   // tensors; returns what it left on the stack.

@@ -178,7 +178,7 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
   Results results;
   // Without the out= overload: the fresh results, which the functional call's
   // results are copied into (data null: a result it skips or one written in place).
-  c10::SmallVector<glue::HostView, 1> into;
+  std::vector<glue::HostView> into;  // not inline: usually empty, and the task is smaller
   for (size_t i = 0; i < rets.size(); ++i) {
     if (info.result_alias[i] >= 0) {  // written in place: nothing to copy
       results.emplace_back();  // the argument itself
@@ -205,7 +205,7 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
   glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into)] {
-    c10::SmallVector<glue::HostView, 1> outs;
+    std::vector<glue::HostView> outs;
     if (out_op) {
       try {
         call.run(*out_op, /*with_outs=*/true);  // wrote the results in place

@@ -26,6 +26,21 @@ constexpr auto kRecheck = std::chrono::microseconds(500);
 // Launches between two clean-ups of finished tasks (waits always clean up).
 constexpr uint64_t kDestroyBatch = 32;
 
+// malloc hands the memory of tasks just destroyed to the next launches (its
+// per-thread caches are last in, first out). The worker has read those cache
+// lines, so each write of a launch there would wait for the worker's core to
+// give its copy up: asking for them now, for writing, does that in the
+// background. A hint only: the memory is not touched.
+void claim_lines(const void* p, uint32_t bytes) {
+  for (uint32_t at = 0; at < bytes; at += 64) {
+#if defined(__x86_64__)
+    asm volatile("prefetchw (%0)" : : "r"(static_cast<const char*>(p) + at));
+#else
+    __builtin_prefetch(static_cast<const char*>(p) + at, 1);
+#endif
+  }
+}
+
 template <typename Pred>
 bool spin_until(Pred done) {
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
@@ -180,7 +195,11 @@ void Stream::destroy_finished() {
   // Outside the lock: what a task captured may launch work as it goes (a freed block's events).
   while (first != end) {
     Node* next = first->next.load(std::memory_order_relaxed);
-    if (first != &stub_) delete first;
+    if (first != &stub_) {
+      const uint32_t bytes = first->bytes;
+      delete first;
+      claim_lines(first, bytes);
+    }
     first = next;
   }
 }

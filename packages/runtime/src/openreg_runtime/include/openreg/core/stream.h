@@ -42,11 +42,12 @@ class Task {
     std::atomic<Node*> next{nullptr};
     const char* name = nullptr;
     uint64_t seq = 0;
+    uint32_t bytes = sizeof(Node);  // of the whole holder
   };
   template <class F>
   struct Holder final : Node {
-    explicit Holder(F&& f) : fn(std::move(f)) {}
-    explicit Holder(const F& f) : fn(f) {}
+    explicit Holder(F&& f) : fn(std::move(f)) { bytes = sizeof(Holder); }
+    explicit Holder(const F& f) : fn(f) { bytes = sizeof(Holder); }
     void run() override { (*fn)(); }
     void release() override { fn.reset(); }
     std::optional<F> fn;
