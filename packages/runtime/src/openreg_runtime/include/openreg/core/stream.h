@@ -9,7 +9,8 @@
 // the worker has moved past at its next launch or wait. Memory is then
 // allocated and freed on the same thread (the allocator's per-thread caches
 // hit), what a task captured never needs the GIL on the worker, and the
-// worker writes nothing the host wrote.
+// worker writes into no task (each line it wrote would have to travel back
+// to the host's core before the host could reuse the memory).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
