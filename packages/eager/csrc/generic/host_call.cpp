@@ -95,10 +95,7 @@ void HostCall::add_view(const at::Tensor& t, int element) {
 }
 
 glue::HostView HostCall::view(const View& v) const {
-  glue::HostView out;
-  static_cast<glue::HostAlias&>(out) = v.alias;
-  out.shape.append(shapes_.begin() + v.shape_at, shapes_.begin() + v.shape_at + 2 * v.dim);
-  return out;
+  return glue::HostView(v.alias, v.sizes(shapes_.data()), v.strides(shapes_.data()));
 }
 
 void HostCall::add_out(const at::Tensor& t) { capture(t); }

@@ -36,12 +36,9 @@ at::Tensor HostAlias::tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) c
   return t;
 }
 
-HostView HostView::of(const at::Tensor& t) {
-  HostView v;
-  static_cast<HostAlias&>(v) = HostAlias::of(t);
-  v.shape.append(t.sizes().begin(), t.sizes().end());
-  v.shape.append(t.strides().begin(), t.strides().end());
-  return v;
+HostView::HostView(const HostAlias& alias, c10::IntArrayRef sizes, c10::IntArrayRef strides) : HostAlias(alias) {
+  shape.append(sizes.begin(), sizes.end());
+  shape.append(strides.begin(), strides.end());
 }
 
 c10::Stream current_stream(c10::DeviceIndex device) {

@@ -38,7 +38,9 @@ struct HostAlias {
 struct HostView : HostAlias {
   c10::SmallVector<int64_t, 8> shape;  // the sizes, then the strides
 
-  static HostView of(const at::Tensor& t);
+  HostView() = default;
+  HostView(const HostAlias& alias, c10::IntArrayRef sizes, c10::IntArrayRef strides);
+  static HostView of(const at::Tensor& t) { return HostView(HostAlias::of(t), t.sizes(), t.strides()); }
   c10::IntArrayRef sizes() const { return {shape.data(), shape.size() / 2}; }
   c10::IntArrayRef strides() const { return {shape.data() + shape.size() / 2, shape.size() / 2}; }
   void* data() const { return HostAlias::data(sizes()); }
