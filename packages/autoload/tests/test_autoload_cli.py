@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from autoload_helpers import ROOT, installed, run_openreg, run_python
+from autoload_helpers import ROOT, clean_env, installed, run_openreg, run_python
 
 import openreg_eager
 import openreg_runtime
@@ -147,3 +148,73 @@ def test_benchmark_scripts_run_the_same_suites(tmp_path: Path):
     data = json.loads(figures.read_text())
     assert data["openreg-runtime"] == "0.1.0" and data["threads"] >= 1
     _check_figures(data["results"], 4)
+
+
+# Bad input is refused before any work (so a check that is missing shows as a hang or a long run: short timeouts).
+QUICK = 60
+
+
+@pytest.mark.parametrize("args, error", [
+    (["demo", "--device", "bogus"], "argument --device: 'bogus' is not an openreg device: use openreg or openreg:N"),
+    (["demo", "--device", "cpu"], "argument --device: 'cpu' is not an openreg device"),
+    (["demo", "--epochs", "0"], "argument --epochs: '0' is not a whole number of epochs, 1 or more"),
+    (["bench", "--min-run-time", "nan"], "argument --min-run-time: 'nan' is not a finite number of seconds above 0"),
+    (["bench", "--min-run-time", "-1"], "argument --min-run-time: '-1' is not a finite number of seconds above 0"),
+    (["bench", "--min-run-time", "inf"], "argument --min-run-time: 'inf' is not"),
+    (["bench", "--json", "/nonexistent/dir/x.json"],
+     "argument --json: cannot write /nonexistent/dir/x.json: there is no folder /nonexistent/dir: create it first"),
+    (["bench", "--plot", "."], "argument --plot: cannot write .: it is a folder: name a file in it"),
+    (["bench", "--json", "out", "--plot", "./out"], "bench --json and --plot both name out: the chart would overwrite"),
+])
+def test_a_bad_argument_is_a_usage_error_naming_it_before_any_work(args, error):
+    out = run_openreg(*args, timeout=QUICK)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert error in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_benchmark_scripts_check_their_arguments_too():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "runtime.py"), "--min-run-time", "nan"],
+                         capture_output=True, text=True, timeout=QUICK)
+    assert out.returncode == 2 and "argument --min-run-time: 'nan' is not" in out.stderr, out.stderr
+
+
+def test_demo_on_a_device_index_that_does_not_exist_says_how_many_there_are():
+    out = run_openreg("demo", "--device", "openreg:7", timeout=QUICK)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert ("openreg demo: --device openreg:7: openreg device index 7 is out of range: valid indices are 0 to 1 "
+            "(set OPENREG_DEVICE_COUNT for more devices)") in out.stderr
+    assert out.stdout == ""
+
+
+@pytest.mark.parametrize("command", [["demo"], ["bench", "--suite", "runtime"]])
+@pytest.mark.parametrize("variable, value, error", [
+    ("OPENREG_DEVICE_COUNT", "lots", "the openreg device cannot start: OPENREG_DEVICE_COUNT='lots'"),
+    ("OPENREG_FALLBACK", "bogus", "every op that falls back to the CPU will fail: OPENREG_FALLBACK='bogus' is not a "
+                                  "fallback policy: use warn (the default), error or silent"),
+])
+def test_demo_and_bench_refuse_a_bad_setting_before_any_work(command, variable, value, error):
+    out = run_openreg(*command, env={variable: value}, timeout=QUICK)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"openreg {command[0]}: {error}" in out.stderr
+    assert out.stdout == ""
+
+
+def test_doctor_lists_a_bad_fallback_policy_among_its_problems():
+    out = run_openreg("doctor", env={"OPENREG_FALLBACK": "bogus"}, timeout=QUICK)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert re.search(r"^  - every op that falls back to the CPU will fail: OPENREG_FALLBACK='bogus' is not a fallback "
+                     r"policy: use warn \(the default\), error or silent$", out.stdout, re.MULTILINE), out.stdout
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_output_into_a_closed_pipe_exits_1_without_a_traceback(unbuffered):
+    read, write = os.pipe()
+    os.close(read)  # as `openreg doctor | head -n 1` once head has exited
+    try:
+        out = subprocess.run([sys.executable, "-m", "openreg", "doctor"], stdout=write, stderr=subprocess.PIPE,
+                             env=clean_env(PYTHONUNBUFFERED=unbuffered), text=True, timeout=QUICK)
+    finally:
+        os.close(write)
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr, out.stderr

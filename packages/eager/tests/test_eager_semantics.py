@@ -71,6 +71,7 @@ def test_elementwise_op_is_asynchronous():
 def test_host_read_waits_for_queued_work():
     x_cpu = _cpu_randn(64)
     x = x_cpu.to(D0)
+    torch.exp(x) + x  # known signatures are queued (a first call runs at the call)
     torch.openreg.synchronize()
     torch.openreg._sleep(150)
     y = torch.exp(x) + x
@@ -83,6 +84,7 @@ def test_host_read_waits_for_queued_work():
 def test_ops_run_on_the_current_stream():
     x_cpu = _cpu_randn(256)
     x = x_cpu.to(D0)
+    x.sin()  # known signatures are queued (a first call runs at the call)
     torch.openreg.synchronize()
     side = torch.openreg.Stream()
     with torch.openreg.stream(side):
@@ -286,6 +288,7 @@ def test_ops_on_second_device_stay_there():
 def test_second_device_work_is_queued_on_its_own_stream():
     a_cpu = _cpu_randn(100)
     a = a_cpu.to(D1)
+    a * 3  # known signatures are queued (a first call runs at the call)
     torch.openreg.synchronize(1)
     with torch.openreg.device(1):
         torch.openreg._sleep(200)
@@ -431,11 +434,6 @@ def test_out_variant_resizes_like_cpu(out_shape):
     assert_close(c.cpu(), c_cpu * 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="openreg resizes out= tensors on the host from the meta kernel, and meta kernels give a resized "
-    "out= tensor contiguous strides where the CPU follows the input's layout: values match, strides differ",
-)
 def test_out_variant_resize_follows_input_layout():
     """A resized out= tensor takes the layout the CPU kernel gives it (TensorIterator
     follows the inputs' memory layout), so strides match the CPU's."""
@@ -690,10 +688,11 @@ def test_invalid_arguments_raise_at_the_call_like_cpu(op):
 def test_async_kernel_error_surfaces_at_next_synchronize():
     x = torch.arange(3.0).to(D0)
     bad = torch.tensor([0, 10]).to(D0)
+    torch.index_select(x, 0, torch.tensor([0, 1]).to(D0))  # the signature's first call ran at the call
     torch.openreg.synchronize()
     y = torch.index_select(x, 0, bad)  # queued: the bad index is only seen when the kernel runs
     assert y.device == D0
-    with pytest.raises(RuntimeError, match="index_select"):
+    with pytest.raises(IndexError, match="index_select"):
         torch.openreg.synchronize()
     # The error was reported once, and the device keeps working.
     torch.openreg.synchronize()
@@ -705,10 +704,11 @@ def test_async_kernel_error_surfaces_at_next_synchronize():
 def test_async_kernel_error_surfaces_at_host_read():
     x = torch.arange(4.0).to(D0)
     bad = torch.tensor([1, -7]).to(D0)
+    torch.index_select(x, 0, torch.tensor([0, 1]).to(D0))  # the signature's first call ran at the call
     torch.openreg.synchronize()
     torch.index_select(x, 0, bad)
     total = x.sum()
-    with pytest.raises(RuntimeError, match="index_select"):
+    with pytest.raises(IndexError, match="index_select"):
         total.item()
     assert x.sum().item() == 6.0
     assert_close((x + 1).cpu(), torch.arange(4.0) + 1)
@@ -717,9 +717,10 @@ def test_async_kernel_error_surfaces_at_host_read():
 def test_async_kernel_error_on_second_device():
     x = torch.arange(3.0).to(D1)
     bad = torch.tensor([5]).to(D1)
+    torch.index_select(x, 0, torch.tensor([0]).to(D1))  # the signature's first call ran at the call
     torch.openreg.synchronize()
     torch.index_select(x, 0, bad)
-    with pytest.raises(RuntimeError, match="index_select"):
+    with pytest.raises(IndexError, match="index_select"):
         torch.openreg.synchronize(1)
     assert_close((x - 1).cpu(), torch.arange(3.0) - 1)
 
@@ -730,9 +731,10 @@ def test_launch_blocking_raises_at_the_call():
         import torch, openreg_eager
         x = torch.arange(3.0).to("openreg")
         bad = torch.tensor([0, 10]).to("openreg")
+        torch.index_select(x, 0, torch.tensor([0, 1]).to("openreg"))  # the first call runs at the call anyway
         try:
             torch.index_select(x, 0, bad)
-        except RuntimeError as e:
+        except IndexError as e:
             print("RAISED_AT_CALL", "index_select" in str(e))
         else:
             print("DID_NOT_RAISE")

@@ -3,11 +3,13 @@ for that compilation only, part of the FX graph cache key, and each key changes 
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from torch._inductor.compile_fx import compile_fx
 from torch._inductor.utils import fresh_cache, run_and_get_code
 
 import openreg_inductor
@@ -35,10 +37,41 @@ def test_unknown_key_lists_the_valid_ones():
         torch.compile(f, options={"openreg.vector_width": 256})
 
 
-@pytest.mark.parametrize("key, value", [("openreg.simdlen", "avx2"), ("openreg.async_launch", 1.5)])
+@pytest.mark.parametrize("key, value", [("openreg.simdlen", "avx2"), ("openreg.simdlen", 256.0),
+                                        ("openreg.simdlen", True), ("openreg.async_launch", 1.5),
+                                        ("openreg.async_launch", 1), ("openreg.async_launch", None)])
 def test_a_value_of_the_wrong_type_is_refused(key, value):
-    with pytest.raises(RuntimeError, match=f"Option '{key}' takes"):
+    with pytest.raises(RuntimeError, match=f"Option '{key}' takes .*, not {re.escape(repr(value))}$"):
         torch.compile(f, options={key: value})
+
+
+@pytest.mark.parametrize("simdlen", [3, -1, 0, 128 * 3, 1024])
+def test_a_simdlen_no_vector_isa_of_the_host_has_is_refused_with_the_valid_ones(simdlen):
+    # Inductor would generate scalar code for it without a word.
+    with pytest.raises(RuntimeError, match=r"^Option 'openreg.simdlen' takes None \(the host's widest\), ") as error:
+        torch.compile(f, options={"openreg.simdlen": simdlen})
+    assert str(error.value).endswith(f" on this host, not {simdlen}")
+    for width in openreg_inductor.config.choices("simdlen"):
+        assert f"{width!r} (" in str(error.value)
+    with pytest.raises(RuntimeError, match="^Option 'openreg.simdlen' takes"):  # compile_fx's config_patches
+        compile_fx(torch.fx.symbolic_trace(f), list(_inputs()), config_patches={"openreg.simdlen": simdlen})
+
+
+def test_each_simdlen_offered_makes_vector_code():
+    x, y = _inputs()
+    widths = [w for w in openreg_inductor.config.choices("simdlen") if w not in (None, 1)]
+    for simdlen in widths:
+        torch._dynamo.reset()
+        out, (code,) = run_and_get_code(torch.compile(f, options={"openreg.simdlen": simdlen}), x, y)
+        torch.testing.assert_close(out.cpu(), f(x.cpu(), y.cpu()))
+        assert "at::vec::Vectorized" in code, simdlen
+
+
+def test_keys_that_are_not_strings_are_left_to_inductor():
+    with pytest.raises(AttributeError) as torch_error:
+        torch.compile(f, options={5: 1})
+    with pytest.raises(AttributeError, match=re.escape(str(torch_error.value))):
+        torch.compile(f, options={"openreg.simdlen": 1, 5: 1})
 
 
 def test_inductor_options_still_work_beside_openreg_ones():

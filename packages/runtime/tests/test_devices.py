@@ -296,3 +296,12 @@ def test_storage_openreg_methods(two_devices):
     assert s1.cpu().tolist() == cpu.untyped_storage().tolist()
     t = torch.empty(0, device="openreg:1").set_(s1, 0, (4,), (1,))
     assert_close(t.cpu(), cpu)
+
+
+def test_accelerator_device_capability_lists_the_dtypes_openreg_holds(two_devices):
+    for device in (None, "openreg:1", 1):
+        dtypes = torch.accelerator.get_device_capability(device)["supported_dtypes"]
+        assert {torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.bool, torch.int8} <= set(dtypes)
+        assert torch.qint8 not in dtypes  # no quantized tensors on openreg
+    with pytest.raises(RuntimeError, match="openreg"):
+        torch.accelerator.get_device_capability(5)

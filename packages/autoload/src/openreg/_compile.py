@@ -117,14 +117,18 @@ def reason() -> str:
 
 def split_options(patches: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """Inductor's config patches, and openreg's `openreg.<key>` options (keys without the prefix)."""
-    if not patches or not any(isinstance(k, str) and k.startswith(OPTION_PREFIX) for k in patches):
+    def is_ours(key) -> bool:  # other keys, of any type, are Inductor's to accept or refuse
+        return isinstance(key, str) and key.startswith(OPTION_PREFIX)
+
+    if not patches or not any(map(is_ours, patches)):
         return patches, {}
-    ours = {k[len(OPTION_PREFIX):].replace("-", "_"): v for k, v in patches.items() if k.startswith(OPTION_PREFIX)}
-    return {k: v for k, v in patches.items() if not k.startswith(OPTION_PREFIX)}, ours
+    ours = {k[len(OPTION_PREFIX):].replace("-", "_"): v for k, v in patches.items() if is_ours(k)}
+    return {k: v for k, v in patches.items() if not is_ours(k)}, ours
 
 
 def validate(options: dict[str, Any]) -> None:
-    """Raises a RuntimeError naming the valid keys for an unknown `openreg.` option or a value of the wrong type."""
+    """Raises a RuntimeError naming the valid keys for an unknown `openreg.` option, or the valid values for a
+    value of the wrong type or not among the option's `choices`."""
     layer = _compile_layer()
     if layer is None:
         raise RuntimeError(f"openreg options ({', '.join(OPTION_PREFIX + k for k in options)}) need the compile "
@@ -136,9 +140,15 @@ def validate(options: dict[str, Any]) -> None:
                                + ", ".join(f"{OPTION_PREFIX}{k} (now {v!r})" for k, v in sorted(valid.items())))
         expected = layer.config.get_type(key)
         allowed = tuple(t for t in typing.get_args(expected) or (expected,) if isinstance(t, type))
-        if allowed and not isinstance(value, allowed):
+        # bool is an int to isinstance (and True == 1 passes `choices`): an int option takes no bool
+        if allowed and (not isinstance(value, allowed) or isinstance(value, bool) and bool not in allowed):
             names = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
             raise RuntimeError(f"Option '{OPTION_PREFIX}{key}' takes {names}, not {value!r}")
+        choices = layer.config.choices(key)
+        if choices is not None and value not in choices:
+            listed = [f"{v!r} ({meaning})" for v, meaning in choices.items()]
+            raise RuntimeError(f"Option '{OPTION_PREFIX}{key}' takes {', '.join(listed[:-1])} or {listed[-1]} "
+                               f"on this host, not {value!r}")
 
 
 def options(values: dict[str, Any]):

@@ -28,6 +28,17 @@ this module gives the same behaviour without importing Inductor at `import torch
 7. `torch.export.pt2_archive._package._load_aoti`, through which `torch._inductor.aoti_load_package` loads an
    AOTInductor model, finds its runner in a registry that openreg's eager layer fills when it loads; loading
    an openreg package loads openreg's layers first, so that a process may load one before using the device.
+
+Shallow-copy compatibility, which PyTorch main has and 2.13 and 2.14 lack (pytorch/pytorch#116255):
+
+8. `aten::_has_compatible_shallow_copy_type` decides whether `tensor.data = other` may take `other`'s TensorImpl,
+   and so whether `nn.Module.to` / `_apply` moves a Parameter's (and its grad's) `.data` or builds a new
+   Parameter, untying tied weights and leaving optimizers and held references on the old tensors. Torch counts
+   CPU, CUDA, MPS, HIP, XPU, HPU and MTIA as interchangeable dense backends, main PrivateUse1 too. A kernel for
+   openreg's keys (AutogradPrivateUse1; PrivateUse1 below autograd and in inference mode), which the dispatcher
+   picks whenever an argument is on openreg, gives main's answer: two dense tensors are compatible, anything else
+   gets torch's own answer. Not registered where torch already says so for PrivateUse1, asked of storage-less
+   tensors (`torch_shallow_copies`), so that the device does not start.
 """
 
 from __future__ import annotations
@@ -218,6 +229,55 @@ def _patch_pt2_archive(module: ModuleType) -> None:
     _replace([module], "_load_aoti", _load_aoti)
 
 
+class _Storageless(torch.Tensor):
+    """Tensors of any device without memory (wrapper subclass): asking torch about a device does not start it."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError  # needed only to exist: the op asked is answered above the Python key
+
+
+def torch_shallow_copies(device: str = "privateuseone") -> bool:
+    """Whether `_has_compatible_shallow_copy_type` pairs a CPU tensor with a dense `device` tensor (for
+    PrivateUse1 once installed, openreg's answer)."""
+    cpu, other = (torch.Tensor._make_wrapper_subclass(_Storageless, (0,), device=torch.device(d))
+                  for d in ("cpu", device))
+    return torch._has_compatible_shallow_copy_type(cpu, other)
+
+
+# PyTorch main's dense backends: a backend's dense key means the Dense functionality and that backend.
+_DENSE = tuple(getattr(torch._C.DispatchKey, key)
+               for key in ("CPU", "CUDA", "MPS", "HIP", "XPU", "HPU", "MTIA", "PrivateUse1"))
+# None until decided; True where torch does it itself; else openreg's kernels, registered while this object lives.
+_shallow_copy: torch.library.Library | bool | None = None
+
+
+def _dense(tensor: torch.Tensor) -> bool:
+    return any(map(torch._C._dispatch_keys(tensor).has, _DENSE))
+
+
+def _has_compatible_shallow_copy_type(self: torch.Tensor, other: torch.Tensor) -> bool:
+    if _dense(self) and _dense(other):
+        return True
+    return torch.ops.aten._has_compatible_shallow_copy_type.default.decompose(self, other)
+
+
+def _patch_shallow_copy() -> None:
+    global _shallow_copy
+    if _shallow_copy is not None:
+        return
+    try:
+        _shallow_copy = torch_shallow_copies()
+    except Exception:  # a torch that cannot be asked this way gets the kernels: they only add main's rule
+        _shallow_copy = False
+    if not _shallow_copy:
+        _shallow_copy = torch.library.Library("aten", "IMPL")
+        for key in ("AutogradPrivateUse1", "PrivateUse1"):
+            _shallow_copy.impl("_has_compatible_shallow_copy_type", _has_compatible_shallow_copy_type, key)
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
@@ -249,9 +309,10 @@ class _Watcher:
 
 
 def install() -> None:
-    """Installs the patches (idempotent); cheap: nothing of Dynamo or Inductor is imported."""
+    """Installs the patches (idempotent); cheap: nothing of Dynamo or Inductor is imported, the device not started."""
     with _lock:
         _patch_compile_options()
+        _patch_shallow_copy()
         if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
             sys.meta_path.insert(0, _Watcher())
         for name, patch in WATCHED.items():

@@ -3,10 +3,62 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 
+import torch
+
 from . import __version__
+
+
+def _positive(kind: type, what: str):
+    """An argparse type: a finite `kind` above 0 (a nan or infinite time would never end)."""
+
+    def positive(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return positive
+
+
+def _output_file(text: str) -> Path:
+    """An argparse type: a file that can be written, checked before minutes of work that it would receive."""
+    path = Path(text)
+    if path.is_dir():
+        problem = "it is a folder: name a file in it"
+    elif not path.parent.is_dir():
+        problem = f"there is no folder {path.parent}: create it first, or name a file in an existing folder"
+    elif not os.access(path if path.exists() else path.parent, os.W_OK):
+        problem = "permission denied: name a file you can write"
+    else:
+        return path
+    raise argparse.ArgumentTypeError(f"cannot write {text}: {problem}")
+
+
+def _openreg_device(text: str) -> torch.device:
+    """An argparse type: an openreg device string (whether its index exists is known once the device starts)."""
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        device = None
+    if device is None or device.type != "openreg":
+        raise argparse.ArgumentTypeError(f"{text!r} is not an openreg device: use openreg or openreg:N "
+                                         "(the CPU run to compare with is part of the demo)")
+    return device
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """--json and --min-run-time, shared by `openreg bench` and benchmarks/*.py."""
+    parser.add_argument("--json", type=_output_file, metavar="PATH", help="also write the figures to PATH as JSON")
+    parser.add_argument("--min-run-time", type=_positive(float, "a finite number of seconds above 0, e.g. 0.5"),
+                        default=0.5, metavar="SECONDS", help="minimum time spent timing each statement (default 0.5)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,31 +75,52 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="train a small model on openreg and on the CPU, and compare",
                                description="Trains a small MLP on openreg (eagerly, then compiled when the compile "
                                            "layer is installed) and on the CPU, and compares losses and time.")
-    demo.add_argument("--epochs", type=int, default=5, help="epochs to train (default 5)")
-    demo.add_argument("--device", default="openreg", help="the openreg device to train on (default openreg)")
+    demo.add_argument("--epochs", type=_positive(int, "a whole number of epochs, 1 or more"), default=5,
+                      help="epochs to train (default 5)")
+    demo.add_argument("--device", type=_openreg_device, default="openreg",
+                      help="the openreg device to train on (default openreg)")
 
     bench = commands.add_parser("bench", help="benchmark openreg against the CPU and print the ratios",
                                 description="Times the same work on openreg and on the CPU in one run; reports "
                                             "openreg time / CPU time. Never fails on a timing.")
     bench.add_argument("--suite", action="append", choices=["runtime", "eager", "compile"],
                        help="run this suite only (repeatable; default: all, compile only with openreg[compile])")
-    bench.add_argument("--json", type=Path, metavar="PATH", help="also write the figures to PATH as JSON")
-    bench.add_argument("--plot", type=Path, metavar="PATH", help="also write a PNG chart of the ratios to PATH "
-                                                                 '(needs matplotlib: pip install "openreg[plot]")')
-    bench.add_argument("--min-run-time", type=float, default=0.5, metavar="SECONDS",
-                       help="minimum time spent timing each statement (default 0.5)")
+    add_timing_arguments(bench)
+    bench.add_argument("--plot", type=_output_file, metavar="PATH",
+                       help='also write a PNG chart of the ratios to PATH (needs matplotlib: pip install '
+                            '"openreg[plot]")')
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        code = _main(argv)
+        if sys.stdout is not None:  # None when started with stdout closed (`>&-`)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit where it could not be caught
+        return code
+    except BrokenPipeError:  # the reader went away (`openreg doctor | head`): Python's documented recipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail again
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "bench" and args.json and args.plot and args.json.resolve() == args.plot.resolve():
+        parser.error(f"bench --json and --plot both name {args.json}: the chart would overwrite the figures; "
+                     "give them different paths")
     if args.command == "doctor":
         from .doctor import doctor
 
         return doctor(require=args.require)
-    from ._loader import LoadError
+    from ._loader import LoadError, load
+    from .doctor import settings_problem
 
     try:
+        load()
+        if problem := settings_problem():  # before any work, rather than a traceback in the middle of it
+            print(f"openreg {args.command}: {problem}", file=sys.stderr)
+            return 1
         return _run(args)
     except LoadError as exc:  # a layer cannot load: say so without a traceback (`openreg doctor` tells more)
         print(f"openreg {args.command}: {exc}", file=sys.stderr)

@@ -91,14 +91,18 @@ def _compare(name: str, device: str, epochs: int, compiled: bool) -> bool:
     return ok
 
 
-def demo(epochs: int = 5, device: str = "openreg") -> int:
+def demo(epochs: int = 5, device: str | torch.device = "openreg") -> int:
     if epochs < 1:
         raise SystemExit("openreg demo: --epochs must be at least 1")
+    try:
+        name = torch.openreg.get_device_name(device)
+    except (RuntimeError, ValueError) as exc:  # not an openreg device, or an index past OPENREG_DEVICE_COUNT
+        raise SystemExit(f"openreg demo: --device {device}: {exc}") from None
     device = str(torch.device(device))
     params = sum(p.numel() for p in _model().parameters())
     print(f"openreg demo: an MLP ({params} parameters) learns to classify {SAMPLES} points, {epochs} epochs of "
           f"{SAMPLES // BATCH} batches")
-    print(f"on {device}, {torch.openreg.get_device_name(torch.device(device))}; compared with the same run on the CPU")
+    print(f"on {device}, {name}; compared with the same run on the CPU")
     ok = _compare("eager", device, epochs, compiled=False)
     if _compile.supported():
         ok = _compare("compiled (torch.compile)", device, epochs, compiled=True) and ok

@@ -101,18 +101,33 @@ def _report_autoload(problems: list[str]) -> None:
         show("autoload", "inactive: torch did not call the entry point; the device came from `import openreg`")
 
 
+def settings_problem() -> str | None:
+    """What a bad OPENREG_* variable breaks, in a message that names it; None when they are all valid.
+    Needs openreg's layers loaded."""
+    import openreg_eager
+
+    try:
+        torch.openreg.init()
+    except RuntimeError as exc:
+        return f"the openreg device cannot start: {exc}"
+    try:
+        openreg_eager.fallback_policy()
+    except RuntimeError as exc:
+        return f"every op that falls back to the CPU will fail: {exc}"
+    return None
+
+
 def _report_devices(problems: list[str]) -> None:
     import openreg_eager
     import openreg_runtime
 
-    try:
-        count = torch.openreg.device_count()
-        memory = [torch.openreg.get_device_properties(i).total_memory for i in range(count)]
-        config = openreg_runtime._C.config()
-    except RuntimeError as exc:  # a bad OPENREG_* variable: the message names it
-        problems.append(f"the openreg device cannot start: {exc}")
-        show("devices", "cannot start (see below)")
+    if problem := settings_problem():
+        problems.append(problem)
+        show("devices", "not checked: a setting is invalid (see below)")
         return
+    count = torch.openreg.device_count()
+    memory = [torch.openreg.get_device_properties(i).total_memory for i in range(count)]
+    config = openreg_runtime._C.config()
     name = torch.openreg.get_device_name(0) if count else "openreg"
     sizes = sorted(set(memory))
     show("devices", f"{count} x {name}, " + ", ".join(f"{m / GiB:g} GiB" for m in sizes) + " each")

@@ -110,7 +110,8 @@ std::vector<glue::HostView> HostCall::outs() const {
 
 glue::Touches HostCall::touches() const {
   glue::Touches touches;
-  for (const View& v : views_) touches.push_back(v.alias.data(v.sizes(shapes_.data())));
+  // The whole allocation: a kernel may resize an out= tensor within its storage.
+  for (const View& v : views_) touches.push_back(v.alias.nbytes > 0 ? v.alias.base : nullptr);
   return touches;
 }
 
@@ -118,9 +119,16 @@ torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) c
   const int n = with_outs ? static_cast<int>(values_.size()) : n_inputs_;
   torch::jit::Stack stack(values_.begin(), values_.begin() + n);
   int copied = -1;  // the list argument last copied, so that the host's list stays as given
+  c10::SmallVector<std::pair<const void*, c10::Storage>, 4> storages;  // one per device allocation
+  auto storage_of = [&](const glue::HostAlias& a) -> const c10::Storage& {
+    for (const auto& [base, storage] : storages) {
+      if (base == a.base && storage.nbytes() == a.nbytes) return storage;
+    }
+    return storages.emplace_back(a.base, a.storage()).second;
+  };
   for (const View& v : views_) {
     if (v.arg >= n) break;
-    at::Tensor t = v.alias.tensor(v.sizes(shapes_.data()), v.strides(shapes_.data()));
+    at::Tensor t = v.alias.tensor(storage_of(v.alias), v.sizes(shapes_.data()), v.strides(shapes_.data()));
     if (v.element < 0) {
       stack[v.arg] = std::move(t);
       continue;

@@ -46,12 +46,12 @@ void put_tensor(Key& key, const at::Tensor& t) {
     char tag;
     at::ScalarType dtype;
     c10::DeviceType device;
-    bool wrapped;
+    uint8_t bits;  // wrapped number, conjugate, negative
     int32_t dim;
   };
   static_assert(std::has_unique_object_representations_v<Head>, "padding bytes would make equal keys differ");
-  put(key, Head{'t', t.scalar_type(), impl->device_type(), impl->is_wrapped_number(),
-                static_cast<int32_t>(impl->dim())});
+  const auto bits = static_cast<uint8_t>(impl->is_wrapped_number() | impl->is_conj() << 1 | impl->is_neg() << 2);
+  put(key, Head{'t', t.scalar_type(), impl->device_type(), bits, static_cast<int32_t>(impl->dim())});
   put_array(key, impl->sizes());
   put_array(key, impl->strides());
 }
@@ -126,19 +126,78 @@ std::vector<TensorMeta> metas_of(const c10::IValue& v) {
   return out;
 }
 
-std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+// Device tensors that share memory (x[1:] and x[:-1]): overlap checks depend on
+// which ones do and where each starts, so these are part of the signature.
+void put_sharing(Key& key, c10::ArrayRef<c10::IValue> args) {
+  c10::SmallVector<const c10::TensorImpl*, 8> device;
+  auto add = [&](const c10::IValue& v) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == c10::DeviceType::PrivateUse1) {
+      device.push_back(v.toTensor().unsafeGetTensorImpl());
+    }
+  };
+  for (const auto& a : args) {
+    if (a.isTensorList() || a.isOptionalTensorList()) {
+      for (const c10::IValue& e : a.toListRef()) add(e);
+    } else {
+      add(a);
+    }
+  }
+  bool shared = false;
+  for (size_t i = 1; i < device.size() && !shared; ++i) {
+    for (size_t j = 0; j < i && !shared; ++j) {
+      shared = device[i]->unsafe_storage().unsafeGetStorageImpl() == device[j]->unsafe_storage().unsafeGetStorageImpl();
+    }
+  }
+  if (!shared) return;
+  put(key, 'S');
+  for (size_t i = 0; i < device.size(); ++i) {
+    int64_t first = 0;
+    while (device[first]->unsafe_storage().unsafeGetStorageImpl() != device[i]->unsafe_storage().unsafeGetStorageImpl()) {
+      ++first;
+    }
+    put(key, first), put(key, device[i]->storage_offset());
+  }
+}
+
+void put_global_state(Key& key) {
+  const auto& ctx = at::globalContext();
+  struct State {
+    at::ScalarType default_dtype;
+    bool deterministic, warn_only;
+  };
+  static_assert(std::has_unique_object_representations_v<State>, "padding bytes would make equal keys differ");
+  put(key, State{c10::typeMetaToScalarType(c10::get_default_dtype()), ctx.deterministicAlgorithms(),
+                 ctx.deterministicAlgorithmsWarnOnly()});
+}
+
+std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                              bool rethrow) {
   torch::jit::Stack stack;
   stack.reserve(args.size());
-  for (const auto& a : args) stack.push_back(to_meta(a));
+  const auto& schema = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    // An out= tensor as an empty one: the meta kernel then gives it the result's
+    // shape without warning about a resize that the CPU kernel may not make
+    // (Python meta kernels warn through Python's warnings, past any handler).
+    const bool out = schema[i].is_out() && args[i].isTensor() && args[i].toTensor().defined();
+    stack.push_back(out ? at::empty({0}, args[i].toTensor().options().device(at::kMeta)) : to_meta(args[i]));
+  }
   const std::vector<c10::IValue> inputs = stack;  // the meta arguments, to see what out= did to them
+  // A probe of openreg's own: the CPU kernel gives the user its warnings (a
+  // view op's meta kernel is the view op itself, `rethrow`).
+  struct Discard : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  } discard;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
+  if (!rethrow) quiet.emplace(&discard);
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   } catch (const std::exception&) {
+    if (rethrow) throw;
     return nullptr;
   }
   auto result = std::make_shared<MetaResult>();
   for (const auto& r : stack) result->results.push_back(metas_of(r));
-  const auto& schema = op.schema().arguments();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* alias = schema[i].alias_info();
     bool written = alias != nullptr && alias->isWrite() && inputs[i].isTensor() && inputs[i].toTensor().defined();
@@ -155,8 +214,8 @@ TensorMeta meta_of(const at::Tensor& t) {
 }
 
 std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                                             bool use_cache) {
-  if (!use_cache) return run_on_meta(op, args);
+                                             bool use_cache, bool rethrow) {
+  if (!use_cache) return run_on_meta(op, args, rethrow);
   // Per thread, so a hit takes no lock; a thread works out each signature once.
   struct Hash {
     using is_transparent = void;
@@ -170,10 +229,12 @@ std::shared_ptr<const MetaResult> infer_meta(const c10::OperatorHandle& op, c10:
   cache.key.clear();
   put(cache.key, &op.schema());
   for (const auto& a : args) put_value(cache.key, a);
+  put_sharing(cache.key, args);
+  put_global_state(cache.key);
   auto it = cache.results.find(cache.key.view());
   if (it != cache.results.end()) return it->second;
   std::string miss(cache.key.view());  // the meta run may launch nested lookups that reuse the key
-  auto result = run_on_meta(op, args);
+  auto result = run_on_meta(op, args, rethrow);
   if (cache.results.size() >= kMaxEntries) cache.results.clear();
   cache.results.emplace(std::move(miss), result);
   return result;

@@ -66,6 +66,7 @@ struct DeviceState {
   std::atomic<int> next_pool{0};
   std::mutex error_mu;
   std::string error;  // first failure not yet raised
+  std::exception_ptr cause;  // what that task threw
 };
 
 std::vector<DeviceState>& devices() {
@@ -81,13 +82,15 @@ std::atomic<int> g_waiting{0};
 // How long a task that nothing follows waits to see the host wait or launch (see HostIdle).
 constexpr auto kIdleWatch = std::chrono::microseconds(200);
 thread_local std::array<int8_t, 64> t_current_stream{};
+thread_local const Stream* t_worker_of = nullptr;  // the stream whose worker this thread is
 
-void record_failure(int device, int stream, const char* name, const char* what) {
+void record_failure(int device, int stream, const char* name, const char* what, std::exception_ptr cause) {
   auto& d = devices()[device];
   std::lock_guard<std::mutex> lock(d.error_mu);
   if (d.error.empty()) {
     d.error = std::string("openreg: '") + name + "' failed asynchronously on openreg:" + std::to_string(device) +
               " (stream " + std::to_string(stream) + "): " + what;
+    d.cause = std::move(cause);
   }
 }
 
@@ -146,15 +149,16 @@ Stream::Node* Stream::next_task() {
 }
 
 void Stream::run() {
+  t_worker_of = this;
   for (;;) {
     Node* node = next_task();
     if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(HostIdle(*node));
     try {
       node->run();
     } catch (const std::exception& e) {
-      record_failure(device_, id_, node->name, e.what());
+      record_failure(device_, id_, node->name, e.what(), std::current_exception());
     } catch (...) {
-      record_failure(device_, id_, node->name, "unknown exception");
+      record_failure(device_, id_, node->name, "unknown exception", std::current_exception());
     }
     const uint64_t done = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
     // A futex wake per task would wake a waiting host for nothing, on cores the kernels need.
@@ -205,6 +209,8 @@ void Stream::destroy_finished() {
 }
 
 void Stream::wait_for(uint64_t seq) {
+  // A task on this stream: what came before it has run, and what follows cannot run until it ends.
+  if (t_worker_of == this) return;
   struct Waiting {
     Waiting() { g_waiting.fetch_add(1, std::memory_order_relaxed); }
     ~Waiting() { g_waiting.fetch_sub(1, std::memory_order_relaxed); }
@@ -273,12 +279,16 @@ void set_current_stream(int device, int id) {
 void raise_pending_error(int device) {
   auto& d = devices()[device];
   std::string error;
+  std::exception_ptr cause;
   {
     std::lock_guard<std::mutex> lock(d.error_mu);
     error.swap(d.error);
+    cause.swap(d.cause);
   }
-  if (!error.empty()) throw Error(error);
+  if (!error.empty()) throw AsyncError(error, std::move(cause));
 }
+
+bool in_task() { return t_worker_of != nullptr; }
 
 void synchronize_device(int device) {
   check_not_forked();

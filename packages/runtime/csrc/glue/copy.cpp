@@ -4,6 +4,7 @@
 // memory with non_blocking=True does not (as on CUDA).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -42,6 +43,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "copy_: a tensor of shape ", self.sizes(),
               " cannot be broadcast to the destination's shape ", dst.sizes());
   if (dst.numel() == 0) return dst;
+  // The CPU's copy_ checks these before writing (its TensorIterator does).
+  at::assert_no_internal_overlap(dst);
+  if (self.device() == dst.device()) at::assert_no_partial_overlap(dst, self);
   if (self.is_cpu()) {
     const auto device = dst.device().index();
     HostView d = HostView::of(dst);

@@ -24,10 +24,13 @@ void* HostAlias::data(c10::IntArrayRef sizes) const {
   return static_cast<char*>(base) + offset * static_cast<int64_t>(c10::elementSize(dtype));
 }
 
-at::Tensor HostAlias::tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
-  // A storage that does not own its memory: the device allocator does.
-  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, c10::Device(c10::kCPU)),
-                       /*allocator=*/nullptr, /*resizable=*/false);
+c10::Storage HostAlias::storage() const {
+  // Not resizable: the device allocator owns the memory.
+  return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, c10::Device(c10::kCPU)),
+                      /*allocator=*/nullptr, /*resizable=*/false);
+}
+
+at::Tensor HostAlias::tensor(c10::Storage storage, c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
   auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
                                                     c10::scalarTypeToTypeMeta(dtype));
   t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, offset);
@@ -48,6 +51,32 @@ c10::Stream current_stream(c10::DeviceIndex device) {
 
 Stream& core_stream(const c10::Stream& stream) {
   return checked([&]() -> Stream& { return get_stream(stream.device_index(), static_cast<int>(stream.id())); });
+}
+
+void raise_async(const AsyncError& err) {
+  std::exception_ptr cause = err.cause;
+  for (;;) {  // a task's own AsyncError wraps the c10 error it caught
+    try {
+      if (cause) std::rethrow_exception(cause);
+    } catch (const AsyncError& inner) {
+      cause = inner.cause;
+      continue;
+    } catch (const c10::IndexError&) {
+      C10_THROW_ERROR(IndexError, err.what());
+    } catch (const c10::ValueError&) {
+      C10_THROW_ERROR(ValueError, err.what());
+    } catch (const c10::TypeError&) {
+      C10_THROW_ERROR(TypeError, err.what());
+    } catch (const c10::NotImplementedError&) {
+      C10_THROW_ERROR(NotImplementedError, err.what());
+    } catch (const c10::LinAlgError&) {
+      C10_THROW_ERROR(LinAlgError, err.what());
+    } catch (const c10::OutOfMemoryError&) {
+      C10_THROW_ERROR(OutOfMemoryError, err.what());
+    } catch (...) {
+    }
+    C10_THROW_ERROR(Error, err.what());
+  }
 }
 
 void wait(c10::DeviceIndex device, uint64_t seq) {

@@ -8,7 +8,6 @@ import json
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.utils.benchmark as benchmark
@@ -91,10 +90,10 @@ def run_suite(suite: Suite, min_run_time: float) -> dict:
 
 def script(suite: Suite, argv: list[str] | None = None) -> None:
     """The command line of one suite (benchmarks/<suite>.py): [--json PATH] [--min-run-time SECONDS]."""
+    from ..cli import add_timing_arguments
+
     parser = argparse.ArgumentParser(description=suite.title)
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures to PATH as JSON")
-    parser.add_argument("--min-run-time", type=float, default=0.5, metavar="SECONDS",
-                        help="minimum time spent timing each statement (default 0.5)")
+    add_timing_arguments(parser)
     args = parser.parse_args(argv)
     figures = run_suite(suite, args.min_run_time)
     if args.json:

@@ -152,8 +152,11 @@ void set_task_hook(TaskHook hook);
 // Waits for every stream of `device` that has been used, then raises a
 // pending failure. A negative device means every device.
 void synchronize_device(int device);
-// Raises, and clears, the first failure recorded on `device`, if any.
+// Raises, and clears, the first failure recorded on `device`, if any (an AsyncError).
 void raise_pending_error(int device);
+// Whether the calling thread is a stream's worker, running a task: work it
+// launches or waits for would wait for itself, so it runs in place instead.
+bool in_task();
 
 struct EventState;
 

@@ -3,6 +3,7 @@
 // CPU tensors that alias device memory, so PyTorch's CPU kernels run on it in
 // place (zero-copy) inside the stream's worker.
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/Stream.h>
 #include <c10/util/SmallVector.h>
 
@@ -30,8 +31,12 @@ struct HostAlias {
   static HostAlias of(const at::Tensor& t);
   // The first element of a tensor of these sizes; null for "no tensor" or no elements.
   void* data(c10::IntArrayRef sizes) const;
+  // A CPU storage over this memory that does not own it. Tensors of one call
+  // that share device memory must share one, so ATen's overlap checks see it.
+  c10::Storage storage() const;
   // The CPU tensor of that shape on this memory; call inside the task.
-  at::Tensor tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const;
+  at::Tensor tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const { return tensor(storage(), sizes, strides); }
+  at::Tensor tensor(c10::Storage storage, c10::IntArrayRef sizes, c10::IntArrayRef strides) const;
 };
 
 // A HostAlias with its shape.
@@ -54,12 +59,18 @@ Stream& core_stream(const c10::Stream& stream);
 // task's duration.
 using Touches = c10::SmallVector<const void*, 8>;
 
+// Raises a task's failure as the c10 error type the task threw (an
+// IndexError stays an IndexError), with the message that names the task.
+[[noreturn]] void raise_async(const AsyncError& err);
+
 // Runs a core call, turning openreg::Error into a c10::Error with the same
 // message (and OutOfMemory into torch.OutOfMemoryError).
 template <typename F>
 auto checked(F&& f) -> decltype(f()) {
   try {
     return f();
+  } catch (const AsyncError& err) {
+    raise_async(err);
   } catch (const OutOfMemory& err) {
     C10_THROW_ERROR(OutOfMemoryError, err.what());
   } catch (const Error& err) {
@@ -68,9 +79,15 @@ auto checked(F&& f) -> decltype(f()) {
 }
 
 // Queues `fn` on the current stream of `device` and returns its sequence
-// number. c10 errors thrown by `fn` are reported without their C++ backtrace.
+// number. c10 errors thrown by `fn` are reported without their C++ backtrace,
+// and raised again with their type. Called from a task (an op that a kernel
+// calls), `fn` runs in place and the result is 0.
 template <typename F>
 uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& fn) {
+  if (in_task()) {
+    fn();
+    return 0;
+  }
   // Kept only for strict mode, which alone looks at them: a smaller task is fewer
   // cache lines for the worker to fetch from the host's core.
   auto opened = config().strict ? std::make_unique<Touches>(std::move(touches)) : nullptr;
@@ -78,10 +95,13 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
     return openreg::current_stream(device).launch(
         name, [opened = std::move(opened), fn = std::forward<F>(fn)]() mutable {
           HostAccess access(opened ? opened->data() : nullptr, opened ? opened->size() : 0);
+          // No task records autograd history, and the caller's inference tensors
+          // (`with torch.inference_mode(): d.cpu()`) may be written only in this mode.
+          c10::InferenceMode no_autograd;
           try {
             fn();
           } catch (const c10::Error& e) {
-            throw Error(e.what_without_backtrace());
+            throw AsyncError(e.what_without_backtrace(), std::current_exception());
           }
         });
   });

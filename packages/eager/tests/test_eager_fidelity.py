@@ -1,0 +1,301 @@
+"""openreg behaves as the CPU does: the same call on both devices raises the same exception (type and
+message) at the call, gives the same warnings through Python's `warnings`, and writes the same values, dtypes
+and layouts. Each case is one a device-generic test suite exercises and openreg once got wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import openreg_eager  # noqa: F401  (registers the openreg kernels)
+
+
+def _outcome(fn, device: str):
+    """What `fn(device)` does on `device`: ("ok", result on the CPU, warnings) or ("raised", type, message,
+    warnings). openreg's work is synchronised inside the warnings capture, so an error or a warning that
+    surfaced only at a later synchronisation would show up as a difference."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = fn(device)
+            layout = None
+            if isinstance(result, torch.Tensor):  # its own dtype, layout and lazy bits, then its values
+                layout = (result.dtype, result.stride(), result.is_conj(), result.is_neg())
+                result = result.cpu()
+            torch.openreg.synchronize()
+            outcome = ("ok", layout, result)
+        except Exception as e:  # noqa: BLE001  (the type is what is compared)
+            outcome = ("raised", type(e), str(e).split("\n")[0])
+    return outcome, [(w.category, str(w.message)) for w in caught]
+
+
+def assert_same_outcome(fn) -> None:
+    (cpu, cpu_warnings), (dev, dev_warnings) = _outcome(fn, "cpu"), _outcome(fn, "openreg")
+    assert dev[0] == cpu[0], f"cpu: {cpu}; openreg: {dev}"
+    if cpu[0] == "raised":
+        assert dev[1:] == cpu[1:]
+    else:
+        assert dev[1] == cpu[1], f"dtype, strides, conj, neg: cpu {cpu[1]}, openreg {dev[1]}"
+        assert_close(dev[2], cpu[2], equal_nan=True)
+    assert dev_warnings == cpu_warnings
+    torch.openreg.synchronize()  # nothing left behind for the next test
+
+
+def _mask_assign(d):
+    a = torch.zeros(4, device=d)
+    a[a > -1] = torch.tensor([1.0, 2, 3], device=d)
+    return a
+
+
+def _index_out_of_range(d):
+    return torch.zeros(3, device=d)[torch.tensor([5], device=d)]
+
+
+METADATA_ERRORS = {
+    "mask assign, wrong count": _mask_assign,
+    "bool - bool": lambda d: torch.ones(2, dtype=torch.bool, device=d) - torch.ones(2, dtype=torch.bool, device=d),
+    "integer add, float alpha": lambda d: torch.ones(2, dtype=torch.long, device=d).add(
+        torch.ones(2, dtype=torch.long, device=d), alpha=0.5),
+    "random_ past the dtype": lambda d: torch.empty(3, dtype=torch.int8, device=d).random_(0, 1000),
+    "uniform_ from > to": lambda d: torch.empty(3, device=d).uniform_(2, 1),
+    "view_as_complex, last dim 3": lambda d: torch.view_as_complex(torch.zeros(2, 3, device=d)),
+    "index out of range (IndexError)": _index_out_of_range,
+    "matmul shapes": lambda d: torch.ones(2, 3, device=d) @ torch.ones(2, 3, device=d),
+    "cat of mismatched shapes": lambda d: torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)]),
+}
+
+
+@pytest.mark.parametrize("case", METADATA_ERRORS)
+def test_errors_are_raised_at_the_call_with_the_cpus_type(case):
+    assert_same_outcome(METADATA_ERRORS[case])
+
+
+@pytest.mark.parametrize("case", METADATA_ERRORS)
+def test_errors_are_raised_at_the_call_after_a_good_call_of_the_same_op(case):
+    """A signature that ran once is queued afterwards; a call that fails a check must still fail at the call."""
+    fn = METADATA_ERRORS[case]
+    try:
+        fn("openreg")
+    except Exception:  # noqa: BLE001
+        pass
+    assert_same_outcome(fn)
+
+
+def test_a_data_dependent_error_keeps_its_type_when_raised_at_a_later_sync():
+    """An index checked by the kernel (as by CUDA's device-side assert) may fail later, but as an IndexError that
+    names the op, once, leaving the device usable."""
+    x = torch.zeros(3, device="openreg")
+    x[torch.tensor([1], device="openreg")]  # the signature runs once, then is queued
+    torch.openreg.synchronize()
+    x[torch.tensor([7], device="openreg")]
+    with pytest.raises(IndexError, match="aten::index.*out of bounds"):
+        torch.openreg.synchronize()
+    torch.openreg.synchronize()  # raised once
+    assert (x + 1).sum().item() == 3.0
+
+
+def _overlap(write):
+    def fn(d):
+        x = torch.arange(5.0, device=d)
+        write(x)
+        return x
+
+    return fn
+
+
+OVERLAPS = {
+    "setitem": _overlap(lambda x: x.__setitem__(slice(1, None), x[:-1])),
+    "copy_": _overlap(lambda x: x[1:].copy_(x[:-1])),
+    "add_": _overlap(lambda x: x[1:].add_(x[:-1])),
+    "mul out=": _overlap(lambda x: torch.mul(x[:-1], 2, out=x[1:])),
+    "in-place on an expanded tensor": lambda d: torch.zeros(1, device=d).expand(3).add_(1),
+    "copy_ into an expanded tensor": lambda d: torch.zeros(1, device=d).expand(3).copy_(torch.ones(3, device=d)),
+    "full overlap is fine": _overlap(lambda x: x.add_(x)),
+    "disjoint halves are fine": _overlap(lambda x: x[:2].copy_(x[3:])),
+}
+
+
+@pytest.mark.parametrize("case", OVERLAPS)
+def test_overlapping_input_and_output_raise_as_on_the_cpu(case):
+    assert_same_outcome(OVERLAPS[case])
+
+
+def _out_into_narrow(factory):
+    def fn(d):
+        x = torch.zeros(2, 3, device=d)
+        factory(x.narrow(1, 1, 2))
+        return x
+
+    return fn
+
+
+OUT_INTO_VIEWS = {
+    "arange": _out_into_narrow(lambda out: torch.arange(0, 4, out=out)),
+    "linspace": _out_into_narrow(lambda out: torch.linspace(0, 1, 4, out=out)),
+    "logspace": _out_into_narrow(lambda out: torch.logspace(0, 1, 4, out=out)),
+    "add into a transposed out": lambda d: torch.add(torch.ones(2, 3, device=d), 1,
+                                                     out=torch.zeros(3, 2, device=d).t()),
+    "resizing a non-empty out warns": lambda d: torch.add(torch.ones(3, device=d), 1, out=torch.zeros(2, device=d)),
+}
+
+
+@pytest.mark.parametrize("case", OUT_INTO_VIEWS)
+def test_out_writes_where_the_cpu_writes(case):
+    assert_same_outcome(OUT_INTO_VIEWS[case])
+    assert_same_outcome(OUT_INTO_VIEWS[case])  # once more: the signature is known now
+
+
+def test_out_keeps_the_layout_the_cpu_keeps():
+    for d in ("cpu", "openreg"):
+        out = torch.zeros(3, 2, device=d).t()
+        torch.add(torch.ones(2, 3, device=d), 1, out=out)
+        assert out.stride() == (1, 2)
+
+
+def test_kernel_warnings_reach_pythons_warnings_once_per_call_as_on_the_cpu():
+    def fn(d):
+        x = torch.arange(4.0, device=d)
+        return x[torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=d)]
+
+    for _ in range(3):
+        assert_same_outcome(fn)
+
+
+def test_no_warning_of_openregs_own():
+    def fn(d):
+        a = torch.linspace(-1, 1, 3, device=d).requires_grad_()
+        torch.nn.functional.mse_loss(a, torch.zeros(3, device=d)).backward()
+        return a.grad
+
+    for _ in range(2):
+        assert_same_outcome(fn)
+
+
+def test_warnings_can_be_errors():
+    x = torch.ones(3, device="openreg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="resized"):
+            torch.add(x, 1, out=torch.zeros(2, device="openreg"))
+
+
+@pytest.mark.parametrize("state", ["default dtype", "deterministic"])
+def test_global_state_is_part_of_the_cached_signature(state):
+    def result(d):
+        u = torch.ones(2, dtype=torch.uint8, device=d)
+        return u + 5.5
+
+    assert result("openreg").dtype == torch.float32
+    if state == "default dtype":
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            assert result("openreg").dtype == result("cpu").dtype == torch.float64
+        finally:
+            torch.set_default_dtype(previous)
+    else:
+        def fn(d):
+            x = torch.zeros(4, device=d)
+            return x.index_add_(0, torch.tensor([0, 0], device=d), torch.ones(2, device=d))
+
+        fn("openreg")
+        previous = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            assert_same_outcome(fn)
+        finally:
+            torch.use_deterministic_algorithms(previous)
+
+
+def test_new_empty_strided_with_overlapping_strides():
+    assert_same_outcome(lambda d: torch.zeros(1, device=d).new_empty_strided((2, 3, 4), (0, 0, 0)).fill_(1))
+
+
+def _complex_system(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(3, 3, dtype=torch.complex64, generator=g) + 3 * torch.eye(3)
+    return a, torch.randn(2, 3, dtype=torch.complex64, generator=g)
+
+
+@pytest.mark.parametrize("solver", ["solve", "lu_solve"])
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32])
+def test_metadata_a_kernel_sets_on_its_output_reaches_the_caller(solver, dtype):
+    """ATen's left=False solvers transpose their out tensor and set its conjugate bit."""
+    a, b = (t if dtype.is_complex else t.real.to(dtype) for t in _complex_system())
+
+    def fn(d):
+        if solver == "solve":
+            return torch.linalg.solve(a.to(d), b.to(d), left=False)
+        lu, piv = torch.linalg.lu_factor(a.to(d))
+        return torch.linalg.lu_solve(lu, piv, b.to(d), left=False)
+
+    for _ in range(2):
+        assert_same_outcome(fn)
+
+
+def test_mode_with_out_takes_the_cpus_path():
+    def fn(d):
+        x = torch.tensor([[1.0, 2, 2], [3, 3, 1]], device=d)
+        values, indices = torch.empty(0, device=d), torch.empty(0, dtype=torch.long, device=d)
+        torch.mode(x, 1, out=(values, indices))
+        return torch.stack([values, indices.float()])
+
+    assert_same_outcome(fn)
+
+
+def _run(code: str, env: dict[str, str] | None = None, tmp_path=None) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter (from a file in `tmp_path`, for TorchScript, which reads the source)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
+    args = ["-c", textwrap.dedent(code)]
+    if tmp_path is not None:
+        (tmp_path / "script.py").write_text(textwrap.dedent(code))
+        args = [str(tmp_path / "script.py")]
+    return subprocess.run([sys.executable, *args], env={**clean, **(env or {})},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_an_op_a_kernel_calls_runs_in_place_instead_of_waiting_for_its_own_stream(tmp_path):
+    """TorchScript's masked assignment calls nonzero, which synchronises, from inside the kernel."""
+    proc = _run("""
+        import torch
+        @torch.jit.script
+        def clamp_low(x):
+            x[x < 50] = 1.0
+            return x
+        for d in ("cpu", "openreg"):
+            print(clamp_low(torch.arange(100.0, device=d)).sum().item())
+    """, tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cpu, dev = proc.stdout.split()
+    assert cpu == dev
+
+
+def test_launch_blocking_raises_data_dependent_errors_at_the_call_with_their_type():
+    proc = _run("""
+        import torch
+        x = torch.zeros(3, device="openreg")
+        x[torch.tensor([1], device="openreg")]
+        try:
+            x[torch.tensor([7], device="openreg")]
+        except IndexError as e:
+            print("IndexError at the call:", "aten::index" in str(e))
+        torch.openreg.synchronize()
+    """, env={"OPENREG_LAUNCH_BLOCKING": "1"})
+    assert proc.stdout.strip() == "IndexError at the call: True", proc.stderr
+
+
+def test_copies_to_inference_tensors_in_inference_mode():
+    d = torch.arange(3.0, device="openreg")
+    with torch.inference_mode():
+        host = d.cpu()
+        text = repr(d)
+    assert host.tolist() == [0.0, 1.0, 2.0]
+    assert "0., 1., 2." in text
