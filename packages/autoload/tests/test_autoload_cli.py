@@ -190,7 +190,7 @@ def test_demo_on_a_device_index_that_does_not_exist_says_how_many_there_are():
 @pytest.mark.parametrize("command", [["demo"], ["bench", "--suite", "runtime"]])
 @pytest.mark.parametrize("variable, value, error", [
     ("OPENREG_DEVICE_COUNT", "lots", "the openreg device cannot start: OPENREG_DEVICE_COUNT='lots'"),
-    ("OPENREG_FALLBACK", "bogus", "every op that falls back to the CPU will fail: OPENREG_FALLBACK='bogus' is not a "
+    ("OPENREG_FALLBACK", "bogus", "the openreg device cannot start: OPENREG_FALLBACK='bogus' is not a "
                                   "fallback policy: use warn (the default), error or silent"),
 ])
 def test_demo_and_bench_refuse_a_bad_setting_before_any_work(command, variable, value, error):
@@ -203,7 +203,7 @@ def test_demo_and_bench_refuse_a_bad_setting_before_any_work(command, variable, 
 def test_doctor_lists_a_bad_fallback_policy_among_its_problems():
     out = run_openreg("doctor", env={"OPENREG_FALLBACK": "bogus"}, timeout=QUICK)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
-    assert re.search(r"^  - every op that falls back to the CPU will fail: OPENREG_FALLBACK='bogus' is not a fallback "
+    assert re.search(r"^  - the openreg device cannot start: OPENREG_FALLBACK='bogus' is not a fallback "
                      r"policy: use warn \(the default\), error or silent$", out.stdout, re.MULTILINE), out.stdout
 
 

@@ -299,3 +299,16 @@ def test_copies_to_inference_tensors_in_inference_mode():
         text = repr(d)
     assert host.tolist() == [0.0, 1.0, 2.0]
     assert "0., 1., 2." in text
+
+
+def test_a_bad_fallback_policy_is_reported_when_the_device_starts():
+    proc = _run("""
+        import torch, openreg_eager
+        print(torch.openreg.is_available())
+        try:
+            torch.ones(1, device="openreg") + 1  # no op here falls back to the CPU
+        except RuntimeError as e:
+            print(e)
+    """, env={"OPENREG_FALLBACK": "bogus"})
+    assert proc.stdout.splitlines()[0] == "False", proc.stderr
+    assert "OPENREG_FALLBACK='bogus' is not a fallback policy" in proc.stdout, proc.stderr

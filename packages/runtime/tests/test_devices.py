@@ -39,15 +39,23 @@ def test_device_count_from_environment(run_python, describe_proc):
     assert proc.stdout.split() == ["4", "openreg:3", "[1.0,", "1.0]"]
 
 
-@pytest.mark.parametrize(
-    "variable, value",
-    [("OPENREG_DEVICE_COUNT", "abc"), ("OPENREG_DEVICE_MEMORY", "lots"), ("OPENREG_DEVICE_COUNT", "0")],
-)
+BAD_SETTINGS = [
+    ("OPENREG_DEVICE_COUNT", "abc"), ("OPENREG_DEVICE_MEMORY", "lots"), ("OPENREG_DEVICE_COUNT", "0"),
+    ("OPENREG_DEVICE_MEMORY", "0"), ("OPENREG_DEVICE_MEMORY", "12XB"), ("OPENREG_STRICT", "maybe"),
+    # these overflowed 64 bits (to 1 TiB and 13 EiB) and were accepted
+    ("OPENREG_DEVICE_MEMORY", "16777217TiB"), ("OPENREG_DEVICE_MEMORY", "99999999999GiB"),
+    ("OPENREG_DEVICE_MEMORY", "129TiB"), ("OPENREG_DEVICE_MEMORY", "99999999999999999999999"),
+]
+
+
+@pytest.mark.parametrize("variable, value", BAD_SETTINGS)
 def test_bad_environment_value_is_an_error_naming_the_variable(run_python, describe_proc, variable, value):
-    # `import torch` must survive; using the device must fail with a clear message.
+    # `import torch` must survive; is_available() answers False without raising, as torch.cuda's does when CUDA
+    # cannot start; using the device fails with a clear message.
     proc = run_python(
         """
         import sys, torch, openreg_runtime
+        assert torch.openreg.is_available() is False
         try:
             torch.ones(1, device='openreg').cpu()
         except Exception as e:
@@ -60,6 +68,22 @@ def test_bad_environment_value_is_an_error_naming_the_variable(run_python, descr
     assert proc.returncode == 3, describe_proc(proc)
     assert variable in proc.stdout
     assert value in proc.stdout
+
+
+@pytest.mark.parametrize("size, warns", [("100TiB", True), ("1GiB", False)])
+def test_a_capacity_beyond_the_hosts_memory_warns(run_python, describe_proc, size, warns):
+    proc = run_python(
+        """
+        import warnings, torch, openreg_runtime
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.ones(1, device="openreg").cpu()
+        print([str(w.message) for w in caught if "OPENREG_DEVICE_MEMORY" in str(w.message)])
+        """,
+        env={"OPENREG_DEVICE_MEMORY": size},
+    )
+    assert proc.returncode == 0, describe_proc(proc)
+    assert ("out-of-memory killer" in proc.stdout) == warns, describe_proc(proc)
 
 
 def test_device_memory_size_from_environment(run_python, describe_proc):
@@ -139,15 +163,67 @@ def test_current_device_is_per_thread(two_devices):
     torch.openreg.set_device(0)
 
 
-@pytest.mark.parametrize("index", [2, 7, -1])
+@pytest.mark.parametrize("index", [2, 7, -5, 2**20, -(2**30)])
 def test_invalid_index_names_valid_range(two_devices, index):
     if torch.openreg.device_count() != 2:
         pytest.fail("the message check assumes the default of 2 devices")
-    with pytest.raises((RuntimeError, ValueError, IndexError)) as info:
-        torch.openreg.set_device(index)
-    if index >= 0:
-        assert VALID_RANGE.search(str(info.value)), str(info.value)
+    with pytest.raises(RuntimeError) as info:
+        torch.openreg.set_device(index) if index >= 0 else torch.openreg.memory_stats(index)
+    assert VALID_RANGE.search(str(info.value)), str(info.value)
     assert torch.openreg.current_device() == 0
+
+
+# Each takes a device index; none may reach memory unchecked (2**20 was a segfault, or device 0 through an 8-bit
+# index), and none may answer for a device that does not exist.
+INDEXED = ["current_stream", "default_stream", "memory_stats", "memory_allocated", "max_memory_reserved",
+           "reset_peak_memory_stats", "empty_cache", "mem_get_info", "get_rng_state", "get_device_name",
+           "get_device_properties", "Stream"]
+
+
+@pytest.mark.parametrize("index", [2, 7, -5, 2**20, -(2**30)])
+def test_every_entry_point_checks_its_device_index(run_python, describe_proc, index):
+    proc = run_python(f"""
+        import torch, openreg_runtime
+        for name in {INDEXED!r}:
+            try:
+                getattr(torch.openreg, name)({index})
+            except RuntimeError as e:
+                assert "out of range" in str(e), (name, e)
+            else:
+                raise AssertionError(name + " accepted device {index}")
+        print("OK")
+    """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "OK", describe_proc(proc)
+
+
+def test_minus_one_is_the_current_device_and_a_negative_device_context_selects_nothing(two_devices):
+    torch.openreg.set_device(1)
+    assert torch.openreg.current_stream(-1).device_index == 1
+    assert torch.openreg.memory_stats(-1) == torch.openreg.memory_stats(1)
+    torch.openreg.set_device(-1)  # as torch.cuda.set_device(-1): nothing
+    with torch.openreg.device(-1):
+        assert torch.openreg.current_device() == 1
+    assert torch.openreg.current_device() == 1
+
+
+def test_synchronize_with_a_negative_index_waits_for_the_current_device_only(two_devices):
+    torch.zeros(1, device="openreg:1")
+    with torch.openreg.device(1):
+        torch.openreg._sleep(300)
+    start = time.perf_counter()
+    torch.openreg.synchronize(-5)
+    assert time.perf_counter() - start < 0.25, "synchronize(-5) waited for device 1"
+    assert not torch.openreg.default_stream(1).query()
+    torch.openreg.synchronize(1)
+
+
+def test_a_stream_context_that_fails_to_enter_changes_nothing(two_devices):
+    bad = torch.openreg.Stream(stream_id=99, device_index=1, device_type=torch.openreg.default_stream().device_type)
+    with pytest.raises(RuntimeError, match="stream id 99"):
+        with torch.openreg.stream(bad):
+            pass
+    assert torch.openreg.current_device() == 0
+    assert torch.openreg.current_stream(1).stream_id == 0
 
 
 @pytest.mark.parametrize("call", ["empty", "device_cm", "name", "properties"])

@@ -123,3 +123,41 @@ def test_bad_fork_flag(run_python, describe_proc):
     )
     assert proc.returncode == 0, describe_proc(proc)
     assert proc.stdout.split() == ["20", "False"]
+
+
+# Host-side operations on device bytes, each after a write queued behind a 300 ms task: each must see the write
+# (stream order) and touch device memory only where strict mode allows it.
+HOST_OPS = {
+    "set_ that grows the storage": "y = torch.empty(0, device='openreg'); y.set_(x.untyped_storage(), 0, (8,), (1,))"
+                                   "; r = y[:4].cpu()",
+    "Tensor.resize_ that grows": "x.resize_(100); r = x[:4].cpu()",
+    "UntypedStorage.resize_": "s = x.untyped_storage(); s.resize_(4096); "
+                              "r = torch.empty(0, device='openreg').set_(s, 0, (4,), (1,)).cpu()",
+    "UntypedStorage.tolist": "r = torch.tensor(x.untyped_storage().tolist()[:16], dtype=torch.uint8)"
+                             ".view(torch.float32)",
+    "UntypedStorage.copy_": "s = torch.UntypedStorage(16, device='openreg'); s.copy_(x.untyped_storage()); "
+                           "r = torch.empty(0, device='openreg').set_(s, 0, (4,), (1,)).cpu()",
+    "UntypedStorage.cpu": "r = torch.empty(0).set_(x.untyped_storage().cpu(), 0, (4,), (1,))",
+    "UntypedStorage[i]": "r = torch.tensor([x.untyped_storage()[i] for i in range(16)], dtype=torch.uint8)"
+                         ".view(torch.float32)",
+    "UntypedStorage.clone": "r = torch.empty(0, device='openreg').set_(x.untyped_storage().clone(), 0, (4,), (1,))"
+                            ".cpu()",
+    "torch.save": "b = io.BytesIO(); torch.save(x, b); b.seek(0); r = torch.load(b, map_location='cpu')",
+    "Tensor.tolist": "r = torch.tensor(x.tolist())",
+}
+
+
+@pytest.mark.parametrize("strict", ["0", "1"])
+@pytest.mark.parametrize("op", HOST_OPS)
+def test_host_side_storage_operations_are_stream_ordered_and_strict_safe(run_python, describe_proc, op, strict):
+    proc = run_python(f"""
+        import io, torch, openreg_runtime
+        x = torch.zeros(4, device='openreg')
+        torch.openreg.synchronize()
+        torch.openreg._sleep(300)
+        x.fill_(2.5)  # queued behind the sleep
+        {HOST_OPS[op]}
+        print(r.tolist()[:4])
+    """, env={"OPENREG_STRICT": strict})
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.strip() == "[2.5, 2.5, 2.5, 2.5]", describe_proc(proc)

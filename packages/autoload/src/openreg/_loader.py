@@ -212,9 +212,9 @@ class _DeviceModule(types.ModuleType):
         _device()._lazy_init()
 
     def is_available(self) -> bool:
-        if _problems is None and not os.environ.get("OPENREG_DEVICE_COUNT"):
-            # Installed, intact as far as can be seen without loading, and the default device count: yes. Cheap,
-            # because torch asks on CPU-only paths too (every optimizer step checks the accelerator).
+        if _problems is None and not any(name.startswith("OPENREG_") for name in os.environ):
+            # Installed, intact as far as can be seen without loading, and default settings: yes. Cheap, because
+            # torch asks on CPU-only paths too (every optimizer step checks the accelerator).
             return True
         try:
             load()

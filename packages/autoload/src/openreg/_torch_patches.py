@@ -39,6 +39,13 @@ Shallow-copy compatibility, which PyTorch main has and 2.13 and 2.14 lack (pytor
    picks whenever an argument is on openreg, gives main's answer: two dense tensors are compatible, anything else
    gets torch's own answer. Not registered where torch already says so for PrivateUse1, asked of storage-less
    tensors (`torch_shallow_copies`), so that the device does not start.
+
+Host access to device memory, which torch makes through the host pointer for every device but CPU and CUDA:
+
+9. `torch.UntypedStorage._byteswap` (behind `byteswap`, which `torch.load` uses for other-endian files) swaps the
+   bytes in place through the data pointer, outside stream order (queued writes land after it) and outside strict
+   mode's protection (a fault). An openreg storage is swapped on a host copy, which is then copied back, both
+   in stream order.
 """
 
 from __future__ import annotations
@@ -278,6 +285,17 @@ def _patch_shallow_copy() -> None:
             _shallow_copy.impl("_has_compatible_shallow_copy_type", _has_compatible_shallow_copy_type, key)
 
 
+def _byteswap(original):
+    def byteswap(self, *args, **kwargs):
+        if self.device.type != "openreg":
+            return original(self, *args, **kwargs)
+        host = self.cpu()
+        original(host, *args, **kwargs)
+        self.copy_(host)
+
+    return byteswap
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
@@ -313,6 +331,7 @@ def install() -> None:
     with _lock:
         _patch_compile_options()
         _patch_shallow_copy()
+        _replace([torch.UntypedStorage], "_byteswap", _byteswap)
         if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
             sys.meta_path.insert(0, _Watcher())
         for name, patch in WATCHED.items():

@@ -17,6 +17,8 @@ openreg_runtime.check_torch_release("openreg-eager", "eager", BUILT_FOR_TORCH)
 from . import _C  # noqa: E402  (installs the generic kernel, autocast and openreg:: ops as it loads)
 from .custom_ops import scaled_silu  # noqa: E402
 
+openreg_runtime.device.settings_checks.append(_C.fallback_policy)  # a bad OPENREG_FALLBACK fails the start
+
 __version__ = "0.1.0"
 
 

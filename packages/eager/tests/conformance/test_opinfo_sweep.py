@@ -146,20 +146,11 @@ _RESIZE_FALLBACK = (
     "openreg bug: linalg_lstsq.out's CPU kernel resizes its results, so openreg takes the CPU fallback "
     "(which OPENREG_FALLBACK=error, and the sweep, forbid)"
 )
-_NORM_STATS_BF16 = (
-    "difference from the CPU, agreement with CUDA: for bfloat16 inputs the meta kernels (as CUDA) keep the "
-    "saved mean and inverse std in float32 where the CPU kernel returns bfloat16, and openreg allocates "
-    "results from the meta kernel; the normalised output matches"
-)
 _NO_SPARSE = "openreg has no sparse tensors (no SparsePrivateUse1 / SparseCsrPrivateUse1 kernels)"
 
 EXPECTED_FAILURES: dict[tuple[str, str | None], str] = {
     ("linalg.lstsq", None): _RESIZE_FALLBACK,
     ("linalg.lstsq.grad_oriented", None): _RESIZE_FALLBACK,
-    **{
-        (op, "bfloat16"): _NORM_STATS_BF16
-        for op in ("_batch_norm_with_update", "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit")
-    },
     ("to_sparse", None): _NO_SPARSE,
     ("sparse.mm.reduce", None): _NO_SPARSE,
     ("sparse.sampled_addmm", None): _NO_SPARSE,

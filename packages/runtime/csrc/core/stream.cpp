@@ -269,7 +269,10 @@ int next_pool_stream(int device) {
   return 1 + devices()[device].next_pool.fetch_add(1) % kPoolSize;
 }
 
-Stream& current_stream(int device) { return get_stream(device, t_current_stream[device]); }
+Stream& current_stream(int device) {
+  check_device(device);  // before it indexes the table
+  return get_stream(device, t_current_stream[device]);
+}
 
 void set_current_stream(int device, int id) {
   get_stream(device, id);  // validates both

@@ -86,7 +86,12 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     checked([&] { core_stream(stream).synchronize(); });
   }
   void synchronizeDevice(const c10::DeviceIndex device) const override {
-    checked([&] { synchronize_device(device); });
+    // One device (-1: the current one); the core's "every device" is not for torch's callers.
+    const int d = device == -1 ? current_device() : device;
+    checked([&] {
+      check_device(d);
+      synchronize_device(d);
+    });
   }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     device_allocator()->recordStream(ptr, stream);

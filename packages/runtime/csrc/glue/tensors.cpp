@@ -7,6 +7,7 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include "openreg/glue/allocator.h"
@@ -76,10 +77,24 @@ at::Tensor& set_empty(at::Tensor& self) {
   return self.set_(storage, 0, {0}, {});
 }
 
+// As the CPU's set_, but a storage too small for the view grows through the
+// PrivateUse1 hooks, which copy its bytes in stream order (the CPU's copies
+// them with memcpy: queued writes lost, and a fault under strict mode).
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt offset, c10::SymIntArrayRef size,
                         c10::SymIntArrayRef stride) {
-  return at::native::set_storage_cpu_(self, std::move(source), offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
-                                      C10_AS_INTARRAYREF_SLOW(stride));
+  const auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  const int64_t storage_offset = offset.expect_int();
+  at::native::checkSetStorage(self, std::move(source), storage_offset, sizes, C10_AS_INTARRAYREF_SLOW(stride));
+  const auto contiguous = c10::contiguous_strides(sizes);
+  const auto strides = stride.data() != nullptr ? C10_AS_INTARRAYREF_SLOW(stride) : c10::IntArrayRef(contiguous);
+  auto* impl = self.unsafeGetTensorImpl();
+  const size_t needed = at::detail::computeStorageNbytes(sizes, strides, impl->dtype().itemsize(), storage_offset);
+  if (needed > impl->storage().nbytes()) {
+    c10::DeviceGuard guard(self.device());
+    at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(needed));
+  }
+  impl->set_sizes_and_strides(sizes, strides, storage_offset);
+  return self;
 }
 
 // The tensor's memory is also used on `stream`: the allocator will not reuse

@@ -16,6 +16,7 @@ from ._devices import (
     is_bf16_supported,
     is_initialized,
     set_device,
+    settings_checks,
     synchronize,
 )
 from .memory import (

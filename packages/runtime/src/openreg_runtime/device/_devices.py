@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -14,7 +16,8 @@ _DeviceLike = torch.device | str | int | None
 
 
 def _index(device: _DeviceLike, optional: bool = True) -> int:
-    """The device index that `device` names; None (or a bare "openreg") is the current one."""
+    """The index of the existing device that `device` names; None, -1 (c10's "current device") or a bare
+    "openreg" is the current one. Checked here: the C++ below takes an 8-bit index, so 2**20 would be 0."""
     if device is None:
         return _C.current_device()
     if isinstance(device, str):
@@ -22,14 +25,43 @@ def _index(device: _DeviceLike, optional: bool = True) -> int:
     if isinstance(device, torch.device):
         if device.type != "openreg":
             raise ValueError(f"expected an openreg device, but got {device}")
-        return _C.current_device() if device.index is None else device.index
-    if isinstance(device, int):
-        return device
-    raise TypeError(f"expected a device index, name or torch.device, but got {type(device).__name__}: {device!r}")
+        device = -1 if device.index is None else device.index
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"expected a device index, name or torch.device, but got {type(device).__name__}: "
+                        f"{device!r}")
+    if device == -1:
+        return _C.current_device()
+    _check(device)
+    return device
 
 
 def _is_in_bad_fork() -> bool:
     return _C.in_bad_fork()
+
+
+# Checks of the OPENREG_* settings that the layers above read (the fallback policy): each raises a RuntimeError
+# naming the variable. Run when the device starts, so that a bad value is reported then, not at first use.
+settings_checks: list[Callable[[], object]] = []
+_memory_warned = False
+
+
+def _warn_if_memory_exceeds_host() -> None:
+    """Device memory is reserved without backing: filling more than the host has ends in the kernel's OOM killer,
+    not in torch.OutOfMemoryError."""
+    global _memory_warned
+    if _memory_warned or not os.environ.get("OPENREG_DEVICE_MEMORY"):
+        return
+    _memory_warned = True
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    with open("/proc/meminfo") as f:
+        swap = next((int(line.split()[1]) * 1024 for line in f if line.startswith("SwapTotal:")), 0)
+    capacity = _C.config()["memory_bytes"]
+    if capacity > host + swap:
+        warnings.warn(
+            f"OPENREG_DEVICE_MEMORY={os.environ['OPENREG_DEVICE_MEMORY']} gives each openreg device more memory "
+            f"({capacity / 2**30:.1f} GiB) than this host has ({(host + swap) / 2**30:.1f} GiB with swap): filling it "
+            "would end in the system's out-of-memory killer instead of torch.OutOfMemoryError. Set a smaller size.",
+            RuntimeWarning, stacklevel=3)
 
 
 def _lazy_init() -> None:
@@ -40,6 +72,9 @@ def _lazy_init() -> None:
             "or start using openreg only after forking."
         )
     _C.config()  # validates the environment
+    for check in settings_checks:
+        check()
+    _warn_if_memory_exceeds_host()
 
 
 def init() -> None:
@@ -52,7 +87,11 @@ def is_initialized() -> bool:
 
 
 def is_available() -> bool:
+    """False, as torch.cuda.is_available(), when the settings keep the device from starting."""
     try:
+        _C.config()
+        for check in settings_checks:
+            check()
         return _C.device_count() > 0
     except RuntimeError:
         return False
@@ -74,16 +113,19 @@ class device:
     """Context manager that makes `device` the current openreg device."""
 
     def __init__(self, device: _DeviceLike):
-        self.idx = _index(device)
+        # A negative index selects nothing, as torch.cuda.device(-1) does.
+        self.idx = device if isinstance(device, int) and not isinstance(device, bool) and device < 0 else _index(device)
         self.prev_idx = -1
 
     def __enter__(self):
-        self.prev_idx = _C.current_device()
-        _C.set_device(self.idx)
+        if self.idx >= 0:
+            self.prev_idx = _C.current_device()
+            _C.set_device(self.idx)
         return self
 
     def __exit__(self, *exc) -> bool:
-        _C.set_device(self.prev_idx)
+        if self.prev_idx >= 0:
+            _C.set_device(self.prev_idx)
         return False
 
 
@@ -91,7 +133,9 @@ def synchronize(device: _DeviceLike = None) -> None:
     """Waits for all work queued on every stream of `device`, and raises the
     first failure any of it hit."""
     _lazy_init()
-    _C.synchronize(_index(device))
+    # A negative index is the current device, as for torch.cuda.synchronize (never "all devices").
+    negative = isinstance(device, int) and not isinstance(device, bool) and device < 0
+    _C.synchronize(_C.current_device() if negative else _index(device))
 
 
 def _sleep(milliseconds: int) -> None:
@@ -111,7 +155,6 @@ class DeviceProperties:
 
 def get_device_properties(device: _DeviceLike = None) -> DeviceProperties:
     idx = _index(device)
-    _check(idx)
     return DeviceProperties(
         name=get_device_name(idx),
         index=idx,
@@ -121,7 +164,7 @@ def get_device_properties(device: _DeviceLike = None) -> DeviceProperties:
 
 
 def get_device_name(device: _DeviceLike = None) -> str:
-    _check(_index(device))
+    _index(device)  # checks it
     return "openreg (simulated on the host CPU)"
 
 

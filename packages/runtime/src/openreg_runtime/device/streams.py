@@ -74,10 +74,11 @@ class StreamContext:
     def __enter__(self):
         if self.stream is None:
             return self
-        self.prev_device = _C.current_device()
-        _C.set_device(self.stream.device_index)
-        self.prev_stream = _C.current_stream(self.stream.device_index)
-        set_stream(self.stream)
+        prev_device = _C.current_device()
+        prev_stream = _C.current_stream(self.stream.device_index)  # checks the device
+        _C.set_stream(self.stream.device_index, self.stream.stream_id)  # checks the stream
+        _C.set_device(self.stream.device_index)  # a context that fails to enter changes nothing
+        self.prev_device, self.prev_stream = prev_device, prev_stream
         return self
 
     def __exit__(self, *exc) -> bool:
