@@ -1,4 +1,5 @@
-"""Sessions for openreg: `nox` (what CI runs: lint, tests, conformance, variants), `nox -s demo`, `nox -s bench`.
+"""Sessions for openreg: `nox` (what CI runs: lint, tests, conformance, variants, models), `nox -s demo`,
+`nox -s bench`.
 
 Every session that needs openreg installs an exact torch release, builds the four wheels
 against it (`pip wheel --no-build-isolation`, each layer against the installed layers below it;
@@ -31,7 +32,12 @@ PACKAGES = {
 nox.needs_version = ">=2024.3.2"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests", "conformance", "variants"]
+nox.options.sessions = ["lint", "tests", "conformance", "variants", "models"]
+# Tests with sessions of their own, which `tests` leaves out: small models from third-party libraries.
+MODELS_TESTS = ROOT / "packages" / "eager" / "tests" / "models"
+# What the models session installs beside torch. torchvision's CPU wheels exist beside torch 2.14.x only (its
+# wheel for 2.13 needs CUDA's libraries), and timm needs torchvision; transformers is pure Python.
+MODEL_LIBRARIES = ["transformers==5.24.0", "torchvision==0.29.1", "timm==1.0.31"]
 
 
 # Wheels built in this nox run, per torch release: later sessions on the same release install those
@@ -101,6 +107,9 @@ def tests(session: nox.Session, torch: str) -> None:
         args += sorted(str(p) for p in ROOT.glob("packages/*/tests"))
     if not any(_is_path(Path(a)) for a in args):
         session.error("no test directories found under packages/*/tests")
+    # The models folder has its session (`models`), unless a path given here lies inside it.
+    if not any(_is_path(Path(a)) and Path(a.split("::")[0]).resolve().is_relative_to(MODELS_TESTS) for a in args):
+        args.append(f"--ignore={MODELS_TESTS}")
     _pytest(session, args, env={"OPENREG_SWEEP_DTYPES": "float32"})
 
 
@@ -113,6 +122,23 @@ def conformance(session: nox.Session) -> None:
     _pytest(session, [str(ROOT / "packages" / "eager" / "tests" / "conformance"), *session.posargs],
             env={"OPENREG_FALLBACK": "error", "OPENREG_REPORT_DIR": report})
     session.log(f"conformance report: {report}/conformance-report.md")
+
+
+@nox.session
+def models(session: nox.Session) -> None:
+    """Small models from transformers (GPT-2, BERT, T5, Llama), torchvision (ResNet-18) and timm, built from
+    configs with random weights, trained for a few steps on openreg and on the CPU; losses, outputs, gradients,
+    buffers, tied weights and generate() compared. Arguments after -- go to pytest. One torch release, the
+    newest (torchvision's CPU wheels exist for it only); in a whole `nox` run it reuses the wheels that
+    tests(torch-2.14.1) built."""
+    torch = TORCH[-1]
+    install_openreg(session, torch)
+    # torch named again so that nothing these libraries ask for moves it.
+    session.install(f"torch=={torch}", *MODEL_LIBRARIES)
+    # Every library is installed here: a test that would skip for a missing one fails instead.
+    _pytest(session, [str(MODELS_TESTS), *session.posargs], env={"OPENREG_MODELS_REQUIRE": "1"})
+    if os.environ.get("CI"):  # its own torch (about 6 GB) goes once it passed, so that a whole run fits a CI disk
+        shutil.rmtree(session.virtualenv.location)
 
 
 @nox.session

@@ -13,10 +13,24 @@ HOST_READ = """
 """
 
 
-def test_strict_mode_faults_on_host_access(run_python, describe_proc):
-    proc = run_python(HOST_READ, env={"OPENREG_STRICT": "1"})
-    assert proc.returncode == -signal.SIGSEGV, describe_proc(proc)
+def test_strict_mode_faults_on_host_access_and_says_why(run_python, describe_proc):
+    proc = run_python(HOST_READ.replace("t.data_ptr()", "t.data_ptr() + 8"), env={"OPENREG_STRICT": "1"})
+    assert proc.returncode == -signal.SIGSEGV, describe_proc(proc)  # still the fault, for debuggers and core dumps
     assert proc.stdout == ""
+    assert "the host touched device memory outside a kernel or copy" in proc.stderr, describe_proc(proc)
+    assert "byte 8 of a 4096-byte allocation on openreg:0" in proc.stderr, describe_proc(proc)
+    assert "OPENREG_STRICT=0" in proc.stderr
+    assert 'File "<string>", line 5 in <module>' in proc.stderr, describe_proc(proc)  # the Python stack
+
+
+def test_strict_modes_fault_report_leaves_other_faults_alone(run_python, describe_proc):
+    proc = run_python("""
+        import ctypes, torch, openreg_runtime
+        torch.full((4,), 1.5, device='openreg')
+        ctypes.string_at(8, 4)
+    """, env={"OPENREG_STRICT": "1"})
+    assert proc.returncode == -signal.SIGSEGV, describe_proc(proc)
+    assert "openreg" not in proc.stderr.split("Extension modules")[0], describe_proc(proc)
 
 
 def test_without_strict_mode_host_access_reads_the_data(run_python, describe_proc):

@@ -202,29 +202,33 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
   glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into)] {
-    std::vector<glue::HostView> outs;
-    if (out_op) {
-      try {
-        call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
-        return;
-      } catch (const c10::Error&) {
-        // A few CPU out= kernels use their outputs as scratch space of another
-        // shape, which device memory cannot be: compute functionally instead.
-        outs = call.outs();
+    call.guarded(op, into, [&] {
+      std::vector<glue::HostView> outs;
+      if (out_op) {
+        try {
+          call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
+          return;
+        } catch (const c10::Error&) {
+          // A few CPU out= kernels use their outputs as scratch space of another
+          // shape, which device memory cannot be: compute functionally instead.
+          outs = call.outs();
+        }
       }
-    }
-    const auto& targets = out_op ? outs : into;
-    torch::jit::Stack out = call.run(op);
-    if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) return;
-    size_t k = 0;
-    auto take = [&](const at::Tensor& t) {
-      TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
-      const auto& v = targets[k++];
-      if (v.data() != nullptr) v.tensor().copy_(t);
-    };
-    for (const auto& v : out) {
-      for (const at::Tensor& t : tensors_of(v)) take(t);
-    }
+      const auto& targets = out_op ? outs : into;
+      torch::jit::Stack out = call.run(op);
+      if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) {
+        return;
+      }
+      size_t k = 0;
+      auto take = [&](const at::Tensor& t) {
+        TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
+        const auto& v = targets[k++];
+        if (v.data() != nullptr) v.tensor().copy_(t);
+      };
+      for (const auto& v : out) {
+        for (const at::Tensor& t : tensors_of(v)) take(t);
+      }
+    });
   });
   return results;
 }
@@ -361,19 +365,23 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
     const glue::Touches touches = call.touches();
     HostAccess access(touches.data(), touches.size());
     try {
-      if (via_out) {
-        watch.hold();  // an out= kernel that fails may have warned about its outputs first
-        try {
-          out = call.run(*info.out_variant, /*with_outs=*/true);
-          watch.release(true);
-        } catch (const c10::Error&) {
-          watch.release(false);
-          out = call.run(op);  // a real error is raised again here
-          meta->functional_only = true;
-        }
-      } else {
-        out = call.run(op);
-      }
+      glue::checked([&] {  // an input a failed task left invalid raises that failure
+        call.guarded(op, {}, [&] {
+          if (!via_out) {
+            out = call.run(op);
+            return;
+          }
+          watch.hold();  // an out= kernel that fails may have warned about its outputs first
+          try {
+            out = call.run(*info.out_variant, /*with_outs=*/true);
+            watch.release(true);
+          } catch (const c10::Error&) {
+            watch.release(false);
+            out = call.run(op);  // a real error is raised again here
+            meta->functional_only = true;
+          }
+        });
+      });
     } catch (const c10::Error& e) {
       if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
       throw NeedsFallback{"its CPU kernel resizes device memory"};

@@ -1,11 +1,15 @@
 #include "openreg/core/memory.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <unordered_map>
 
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
@@ -87,6 +91,86 @@ void Stat::decrease(int64_t n) {
 }
 
 std::size_t round_size(std::size_t nbytes) { return std::max(kPage, (nbytes + kPage - 1) / kPage * kPage); }
+
+namespace {
+
+struct sigaction g_previous_fault_action;
+
+void report_fault(int sig, siginfo_t* info, void* context) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  std::uintptr_t base = 0;
+  Segment segment{};
+  // A handler must not wait for a lock: a thread that holds it (briefly) means no description.
+  if (g_segments_mu.try_lock()) {
+    auto it = find_segment(addr);
+    if (it != g_segments.end()) base = it->first, segment = it->second;
+    g_segments_mu.unlock();
+  }
+  if (base != 0) {
+    char text[640];
+    const int n = std::snprintf(
+        text, sizeof text,
+        "\nopenreg: strict mode: the host touched device memory outside a kernel or copy, at %p: byte %zu of a "
+        "%zu-byte allocation on openreg:%d (at %p). Under OPENREG_STRICT=1 device memory is only reachable from "
+        "kernels and copies, as on real hardware: read it with .cpu(), .item() or .tolist(), not through its data "
+        "pointer. Set OPENREG_STRICT=0 to run on. The Python stack of the faulting thread follows when Python's "
+        "faulthandler is on (it is, from strict mode's start).\n",
+        info->si_addr, static_cast<std::size_t>(addr - base), segment.size, segment.device,
+        reinterpret_cast<void*>(base));
+    if (n > 0) (void)!write(STDERR_FILENO, text, std::min<std::size_t>(n, sizeof text - 1));
+  }
+  const struct sigaction& previous = g_previous_fault_action;
+  if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
+    return previous.sa_sigaction(sig, info, context);
+  }
+  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN && previous.sa_handler != nullptr) {
+    return previous.sa_handler(sig);
+  }
+  // Returning runs the faulting access again, now under the default action (a core dump, a debugger's stop).
+  signal(sig, SIG_DFL);
+}
+
+}  // namespace
+
+namespace {
+
+std::atomic<int> g_poisoned_count{0};
+std::mutex& g_poison_mu = *new std::mutex;
+auto& g_poisoned = *new std::unordered_map<const void*, std::shared_ptr<const AsyncError>>;
+
+}  // namespace
+
+void poison(const void* base, std::shared_ptr<const AsyncError> failure) {
+  std::lock_guard<std::mutex> lock(g_poison_mu);
+  g_poisoned[base] = std::move(failure);
+  g_poisoned_count.store(static_cast<int>(g_poisoned.size()), std::memory_order_release);
+}
+
+std::shared_ptr<const AsyncError> poisoned(const void* base) {
+  if (g_poisoned_count.load(std::memory_order_acquire) == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_poison_mu);
+  auto it = g_poisoned.find(base);
+  return it == g_poisoned.end() ? nullptr : it->second;
+}
+
+void unpoison(const void* base) {
+  if (g_poisoned_count.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lock(g_poison_mu);
+  g_poisoned.erase(base);
+  g_poisoned_count.store(static_cast<int>(g_poisoned.size()), std::memory_order_release);
+}
+
+void install_fault_report() {
+  static const bool installed = [] {
+    struct sigaction action {};
+    action.sa_sigaction = &report_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &g_previous_fault_action);
+    return true;
+  }();
+  (void)installed;
+}
 
 int device_of(const void* ptr) {
   std::lock_guard<std::mutex> lock(g_segments_mu);
@@ -238,6 +322,7 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
 
 void DeviceMemory::free(void* ptr) {
   if (ptr == nullptr || in_bad_fork()) return;  // a forked child only leaks
+  unpoison(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import os
 import warnings
 from collections.abc import Callable
@@ -71,7 +72,11 @@ def _lazy_init() -> None:
             "threads do not survive fork. Use the 'spawn' start method (multiprocessing.set_start_method('spawn')) "
             "or start using openreg only after forking."
         )
-    _C.config()  # validates the environment
+    if _C.config()["strict"]:  # also validates the environment
+        # A host access faults: say which allocation, and where in Python (faulthandler, chained after ours).
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
+        _C.install_fault_report()
     for check in settings_checks:
         check()
     _warn_if_memory_exceeds_host()
@@ -196,5 +201,5 @@ def _drain() -> None:
     if _C.is_initialized() and not _C.in_bad_fork():
         try:
             _C.synchronize(-1)
-        except RuntimeError:
+        except Exception:  # noqa: BLE001  (a failure nobody synchronised for, of any type, ends with the process)
             pass
