@@ -3,23 +3,23 @@
 // kernel on device memory in place.
 //
 //  - view ops: result shapes from meta, results share the input's memory;
-//  - everything else: shapes from meta (cached), results allocated on the
-//    device, the CPU kernel (its out= overload when there is one, so results
-//    are written in place) queued on the current stream;
+//  - everything else: shapes from meta (cached per signature), results
+//    allocated on the device, the CPU kernel (its out= overload when there is
+//    one, so results are written in place) queued on the current stream;
+//  - a signature's first call, and those whose first call showed the CPU
+//    kernel warning or laying out its outputs otherwise than the meta kernel,
+//    run at the call (at_call.cpp), so that its checks raise there;
 //  - data-dependent shapes and non-tensor results: the stream is synchronised
-//    and the CPU kernel runs on the host, as CUDA synchronises for them.
-#include <ATen/EmptyTensor.h>
-#include <ATen/native/Resize.h>
+//    and the CPU kernel runs at the call, as CUDA synchronises for them.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
-#include <c10/util/Exception.h>
-#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <memory>
 
 #include "../fallback/policy.h"
+#include "at_call.h"
 #include "host_call.h"
 #include "hot_ops.h"
 #include "kernel.h"
@@ -29,14 +29,10 @@
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/fallback.h"
 #include "openreg/glue/launch.h"
+#include "results.h"
 
 namespace openreg::eager {
 namespace {
-
-// Thrown when an op must go through the CPU fallback after all.
-struct NeedsFallback {
-  const char* reason;
-};
 
 constexpr auto kOpenreg = c10::DeviceType::PrivateUse1;
 
@@ -78,36 +74,11 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   return static_cast<c10::DeviceIndex>(current_device());
 }
 
-at::Tensor allocate(const TensorMeta& m) {
-  return at::detail::empty_strided_generic(m.sizes, m.strides, glue::device_allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype);
-}
-
 at::Tensor alias_of(const at::Tensor& base, const TensorMeta& m) {
   auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
                                                     base.key_set(), c10::scalarTypeToTypeMeta(m.dtype));
   t.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, m.offset);
   return t;
-}
-
-// One result's tensors: one for a Tensor, any number for a Tensor[].
-using Tensors = c10::SmallVector<at::Tensor, 1>;
-
-// A Tensor's, or a list's elements (undefined for None); none for None.
-Tensors tensors_of(const c10::IValue& v) {
-  Tensors out;
-  if (v.isTensor()) {
-    out.push_back(v.toTensor());
-  } else if (v.isTensorList() || v.isOptionalTensorList()) {
-    for (const c10::IValue& e : v.toListRef()) out.push_back(e.isTensor() ? e.toTensor() : at::Tensor());
-  }
-  return out;
-}
-
-c10::IValue pack(Tensors&& tensors, const c10::Argument& ret) {
-  if (ret.type()->kind() == c10::TypeKind::TensorType) return std::move(tensors[0]);
-  return c10::List<at::Tensor>(
-      std::vector<at::Tensor>(std::make_move_iterator(tensors.begin()), std::make_move_iterator(tensors.end())));
 }
 
 Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
@@ -121,56 +92,6 @@ Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
     Tensors views;
     for (const auto& m : meta->results[i]) views.push_back(alias_of(base, m));
     results.push_back(pack(std::move(views), rets[i]));
-  }
-  return results;
-}
-
-bool same_shape(const at::Tensor& t, const TensorMeta& m) {
-  return t.sizes() == c10::IntArrayRef(m.sizes) && t.strides() == c10::IntArrayRef(m.strides);
-}
-
-// Out= tensors get the capacity the meta kernel says the CPU kernel needs
-// (device memory cannot grow inside a kernel). With `reshape`, also the shape,
-// as the CPU kernel would give them (queued calls, whose kernels run later).
-void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bool reshape) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!meta.written[i] || same_shape(args[i].toTensor(), *meta.written[i])) continue;
-    const auto& m = *meta.written[i];
-    auto* impl = args[i].toTensor().unsafeGetTensorImpl();
-    const size_t needed = at::detail::computeStorageNbytes(m.sizes, m.strides, impl->itemsize(), impl->storage_offset());
-    if (needed > impl->storage().nbytes()) {
-      at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(needed));
-    }
-    if (reshape) impl->set_sizes_and_strides(m.sizes, m.strides);
-  }
-}
-
-// The out= overload writes results in place; it cannot skip a result.
-bool writes_via_out(const OpInfo& info, const MetaResult& meta) {
-  bool via_out = info.out_variant.has_value() && !meta.functional_only;
-  for (const auto& r : meta.results) {
-    for (const auto& m : r) via_out = via_out && m.defined;
-  }
-  return via_out;
-}
-
-// The results the meta kernel describes, allocated on the device (None for
-// one written in place: the caller holds that argument). With `call`, they
-// are its out= tensors.
-Results allocate_results(const c10::OperatorHandle& op, const OpInfo& info, const MetaResult& meta, HostCall* call) {
-  Results results;
-  const auto& rets = op.schema().returns();
-  for (size_t i = 0; i < rets.size(); ++i) {
-    if (info.result_alias[i] >= 0) {
-      results.emplace_back();
-      continue;
-    }
-    Tensors fresh;
-    for (const auto& m : meta.results[i]) {
-      fresh.push_back(m.defined ? allocate(m) : at::Tensor());
-      if (call != nullptr) call->add_out(fresh.back());
-    }
-    results.push_back(pack(std::move(fresh), rets[i]));
   }
   return results;
 }
@@ -230,170 +151,6 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
       }
     });
   });
-  return results;
-}
-
-// Notes whether the CPU kernel warned, passing each warning on (to Python's
-// warnings, in a thread that Python called into).
-class WarningWatch : public c10::WarningHandler {
- public:
-  WarningWatch() : next_(c10::WarningUtils::get_warning_handler()), guard_(this) {}
-  void process(const c10::Warning& warning) override {
-    if (holding_) return held_.push_back(warning);
-    warned = true;
-    next_->process(warning);
-  }
-  // Warnings from here on are held until release(): passed on, or dropped.
-  void hold() { holding_ = true; }
-  void release(bool pass_on) {
-    holding_ = false;
-    if (pass_on) {
-      for (const auto& w : held_) process(w);
-    }
-    held_.clear();
-  }
-  bool warned = false;
-
- private:
-  c10::WarningHandler* next_;
-  c10::WarningUtils::WarningHandlerGuard guard_;
-  bool holding_ = false;
-  std::vector<c10::Warning> held_;
-};
-
-// A device tensor with what a CPU kernel returned: its values, layout, and
-// conjugate and negative bits.
-at::Tensor adopt(const at::Tensor& cpu) {
-  if (!cpu.defined()) return cpu;
-  at::Tensor stored = cpu;  // the values as stored, without the lazy bits
-  if (stored.is_conj()) stored = stored._conj();
-  if (stored.is_neg()) stored = stored._neg_view();
-  TensorMeta m = meta_of(stored);
-  if (!stored.is_non_overlapping_and_dense()) {
-    const auto contiguous = c10::contiguous_strides(m.sizes);
-    m.strides.assign(contiguous.begin(), contiguous.end());
-  }
-  at::Tensor t = allocate(m);
-  if (t.numel() > 0) {
-    glue::HostView view = glue::HostView::of(t);
-    HostAccess access({view.data()});
-    view.tensor().copy_(stored);
-  }
-  t._set_conj(cpu.is_conj());
-  t._set_neg(cpu.is_neg());
-  return t;
-}
-
-bool same_layout(const at::Tensor& a, const at::Tensor& b) {
-  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-         a.storage_offset() == b.storage_offset() && a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
-}
-
-// Makes what openreg hands back what the CPU kernel left (`out`): an argument
-// or result it wrote in place takes the layout the kernel gave it (a kernel
-// may transpose its out= tensor or set its conjugate bit), a result it
-// computed elsewhere is copied in, or adopted when its layout differs. Returns
-// whether anything differed from what openreg had prepared.
-bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch::jit::Stack& out, Results& results) {
-  bool differed = false;
-  for (size_t i = 0; i < out.size() && i < results.size(); ++i) {
-    const int alias = info.result_alias[i];
-    if (!out[i].isTensor() && !out[i].isTensorList()) {
-      if (alias < 0) results[i] = out[i];  // a value the host needs (bool, int, ...)
-      continue;
-    }
-    const Tensors computed = tensors_of(out[i]);
-    Tensors mine = tensors_of(alias >= 0 ? args[alias] : results[i]);
-    if (mine.size() != computed.size()) {
-      TORCH_INTERNAL_ASSERT(alias < 0, "a CPU kernel changed the length of a list argument it writes");
-      mine.assign(computed.size(), at::Tensor());
-      differed = true;
-    }
-    for (size_t k = 0; k < computed.size(); ++k) {
-      const at::Tensor& c = computed[k];
-      at::Tensor& m = mine[k];
-      if (!c.defined() || !m.defined()) {
-        differed = differed || c.defined() != m.defined();
-        m = adopt(c);
-      } else if (c.storage().data() == glue::HostAlias::of(m).base) {  // written in place
-        if (!same_layout(c, m)) {
-          m.unsafeGetTensorImpl()->set_sizes_and_strides(c.sizes(), c.strides(), c.storage_offset());
-          m._set_conj(c.is_conj());
-          m._set_neg(c.is_neg());
-          differed = true;
-        }
-      } else if (same_layout(c, m)) {
-        glue::HostView view = glue::HostView::of(m);
-        HostAccess access({view.data()});
-        view.tensor().copy_(c);
-      } else {
-        m = adopt(c);
-        differed = true;
-      }
-    }
-    if (alias < 0 && out[i].isTensorList()) {
-      results[i] = c10::List<at::Tensor>(std::vector<at::Tensor>(mine.begin(), mine.end()));
-    } else if (alias < 0) {
-      results[i] = mine.empty() ? c10::IValue() : c10::IValue(mine[0]);
-    }
-  }
-  return differed;
-}
-
-// Runs the CPU kernel now, in the calling thread, after the work queued on the
-// stream: its errors are raised here with their own type, its warnings are the
-// caller's, and whatever it does to its outputs' layout is seen. With `meta`,
-// the results are prepared as a queued call would prepare them, and the
-// signature's verdict is recorded; without, the kernel's own results are
-// adopted (data-dependent shapes, non-tensor results).
-Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
-                    c10::DeviceIndex device, const MetaResult* meta) {
-  if (!openreg::in_task()) {  // a task's own calls run in place: its stream waits for it
-    glue::checked([&] {
-      auto& stream = openreg::current_stream(device);
-      stream.wait_for(stream.last());
-    });
-  }
-  if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
-  HostCall call(args, info.generator_arg, device);
-  const bool via_out = meta != nullptr && writes_via_out(info, *meta);
-  Results results = meta != nullptr ? allocate_results(op, info, *meta, via_out ? &call : nullptr)
-                                    : Results(op.schema().returns().size());
-  WarningWatch watch;
-  torch::jit::Stack out;
-  {
-    const glue::Touches touches = call.touches();
-    HostAccess access(touches.data(), touches.size());
-    try {
-      glue::checked([&] {  // an input a failed task left invalid raises that failure
-        call.guarded(op, {}, [&] {
-          if (!via_out) {
-            out = call.run(op);
-            return;
-          }
-          watch.hold();  // an out= kernel that fails may have warned about its outputs first
-          try {
-            out = call.run(*info.out_variant, /*with_outs=*/true);
-            watch.release(true);
-          } catch (const c10::Error&) {
-            watch.release(false);
-            out = call.run(op);  // a real error is raised again here
-            meta->functional_only = true;
-          }
-        });
-      });
-    } catch (const c10::Error& e) {
-      if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
-      throw NeedsFallback{"its CPU kernel resizes device memory"};
-    }
-  }
-  bool differed = reconcile(info, args, out, results);
-  if (meta != nullptr && meta->verdict == Verdict::Unverified) {
-    for (size_t i = 0; i < args.size() && !differed; ++i) {
-      differed = meta->written[i] && !same_shape(args[i].toTensor(), *meta->written[i]);
-    }
-    meta->verdict = differed || watch.warned ? Verdict::AtCall : Verdict::Queue;
-  }
   return results;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "openreg/core/error.h"
+#include "openreg/core/poison.h"
 #include "openreg/core/stream.h"
 
 namespace openreg {
@@ -90,14 +91,6 @@ int device_of(const void* ptr);
 
 // Makes device memory host-accessible for a kernel's or copy's duration in
 // strict mode (OPENREG_STRICT=1); costs nothing otherwise.
-// Allocations that a failed task wrote: reading one raises that failure again,
-// as CUDA's sticky error would (per allocation here, so the device stays
-// usable). A task that writes one and succeeds, or freeing it, clears it.
-void poison(const void* base, std::shared_ptr<const AsyncError> failure);
-// The failure that left `base` invalid, or null: one atomic load while none is.
-std::shared_ptr<const AsyncError> poisoned(const void* base);
-void unpoison(const void* base);
-
 // Strict mode's faults say why: a SIGSEGV handler that recognises device
 // memory writes which allocation the host touched and how to find the access,
 // then hands the fault on (to the previous handler, e.g. Python's faulthandler,

@@ -1,0 +1,177 @@
+#include "at_call.h"
+
+#include <c10/util/Exception.h>
+#include <c10/util/strides.h>
+
+#include <string>
+#include <vector>
+
+#include "host_call.h"
+#include "openreg/core/stream.h"
+#include "openreg/glue/launch.h"
+#include "results.h"
+
+namespace openreg::eager {
+namespace {
+
+// Notes whether the CPU kernel warned, passing each warning on (to Python's
+// warnings, in a thread that Python called into).
+class WarningWatch : public c10::WarningHandler {
+ public:
+  WarningWatch() : next_(c10::WarningUtils::get_warning_handler()), guard_(this) {}
+  void process(const c10::Warning& warning) override {
+    if (holding_) return held_.push_back(warning);
+    warned = true;
+    next_->process(warning);
+  }
+  // Warnings from here on are held until release(): passed on, or dropped.
+  void hold() { holding_ = true; }
+  void release(bool pass_on) {
+    holding_ = false;
+    if (pass_on) {
+      for (const auto& w : held_) process(w);
+    }
+    held_.clear();
+  }
+  bool warned = false;
+
+ private:
+  c10::WarningHandler* next_;
+  c10::WarningUtils::WarningHandlerGuard guard_;
+  bool holding_ = false;
+  std::vector<c10::Warning> held_;
+};
+
+// A device tensor with what a CPU kernel returned: its values, layout, and
+// conjugate and negative bits.
+at::Tensor adopt(const at::Tensor& cpu) {
+  if (!cpu.defined()) return cpu;
+  at::Tensor stored = cpu;  // the values as stored, without the lazy bits
+  if (stored.is_conj()) stored = stored._conj();
+  if (stored.is_neg()) stored = stored._neg_view();
+  TensorMeta m = meta_of(stored);
+  if (!stored.is_non_overlapping_and_dense()) {
+    const auto contiguous = c10::contiguous_strides(m.sizes);
+    m.strides.assign(contiguous.begin(), contiguous.end());
+  }
+  at::Tensor t = allocate(m);
+  if (t.numel() > 0) {
+    glue::HostView view = glue::HostView::of(t);
+    HostAccess access({view.data()});
+    view.tensor().copy_(stored);
+  }
+  t._set_conj(cpu.is_conj());
+  t._set_neg(cpu.is_neg());
+  return t;
+}
+
+bool same_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.storage_offset() == b.storage_offset() && a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
+}
+
+// Makes what openreg hands back what the CPU kernel left (`out`): an argument
+// or result it wrote in place takes the layout the kernel gave it (a kernel
+// may transpose its out= tensor or set its conjugate bit), a result it
+// computed elsewhere is copied in, or adopted when its layout differs. Returns
+// whether anything differed from what openreg had prepared.
+bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch::jit::Stack& out, Results& results) {
+  bool differed = false;
+  for (size_t i = 0; i < out.size() && i < results.size(); ++i) {
+    const int alias = info.result_alias[i];
+    if (!out[i].isTensor() && !out[i].isTensorList()) {
+      if (alias < 0) results[i] = out[i];  // a value the host needs (bool, int, ...)
+      continue;
+    }
+    const Tensors computed = tensors_of(out[i]);
+    Tensors mine = tensors_of(alias >= 0 ? args[alias] : results[i]);
+    if (mine.size() != computed.size()) {
+      TORCH_INTERNAL_ASSERT(alias < 0, "a CPU kernel changed the length of a list argument it writes");
+      mine.assign(computed.size(), at::Tensor());
+      differed = true;
+    }
+    for (size_t k = 0; k < computed.size(); ++k) {
+      const at::Tensor& c = computed[k];
+      at::Tensor& m = mine[k];
+      if (!c.defined() || !m.defined()) {
+        differed = differed || c.defined() != m.defined();
+        m = adopt(c);
+      } else if (c.storage().data() == glue::HostAlias::of(m).base) {  // written in place
+        if (!same_layout(c, m)) {
+          m.unsafeGetTensorImpl()->set_sizes_and_strides(c.sizes(), c.strides(), c.storage_offset());
+          m._set_conj(c.is_conj());
+          m._set_neg(c.is_neg());
+          differed = true;
+        }
+      } else if (same_layout(c, m)) {
+        glue::HostView view = glue::HostView::of(m);
+        HostAccess access({view.data()});
+        view.tensor().copy_(c);
+      } else {
+        m = adopt(c);
+        differed = true;
+      }
+    }
+    if (alias < 0 && out[i].isTensorList()) {
+      results[i] = c10::List<at::Tensor>(std::vector<at::Tensor>(mine.begin(), mine.end()));
+    } else if (alias < 0) {
+      results[i] = mine.empty() ? c10::IValue() : c10::IValue(mine[0]);
+    }
+  }
+  return differed;
+}
+
+}  // namespace
+
+Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
+                    c10::DeviceIndex device, const MetaResult* meta) {
+  if (!openreg::in_task()) {  // a task's own calls run in place: its stream waits for it
+    glue::checked([&] {
+      auto& stream = openreg::current_stream(device);
+      stream.wait_for(stream.last());
+    });
+  }
+  if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
+  HostCall call(args, info.generator_arg, device);
+  const bool via_out = meta != nullptr && writes_via_out(info, *meta);
+  Results results = meta != nullptr ? allocate_results(op, info, *meta, via_out ? &call : nullptr)
+                                    : Results(op.schema().returns().size());
+  WarningWatch watch;
+  torch::jit::Stack out;
+  {
+    const glue::Touches touches = call.touches();
+    HostAccess access(touches.data(), touches.size());
+    try {
+      glue::checked([&] {  // an input a failed task left invalid raises that failure
+        call.guarded(op, {}, [&] {
+          if (!via_out) {
+            out = call.run(op);
+            return;
+          }
+          watch.hold();  // an out= kernel that fails may have warned about its outputs first
+          try {
+            out = call.run(*info.out_variant, /*with_outs=*/true);
+            watch.release(true);
+          } catch (const c10::Error&) {
+            watch.release(false);
+            out = call.run(op);  // a real error is raised again here
+            meta->functional_only = true;
+          }
+        });
+      });
+    } catch (const c10::Error& e) {
+      if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
+      throw NeedsFallback{"its CPU kernel resizes device memory"};
+    }
+  }
+  bool differed = reconcile(info, args, out, results);
+  if (meta != nullptr && meta->verdict == Verdict::Unverified) {
+    for (size_t i = 0; i < args.size() && !differed; ++i) {
+      differed = meta->written[i] && !same_shape(args[i].toTensor(), *meta->written[i]);
+    }
+    meta->verdict = differed || watch.warned ? Verdict::AtCall : Verdict::Queue;
+  }
+  return results;
+}
+
+}  // namespace openreg::eager

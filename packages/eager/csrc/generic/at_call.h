@@ -1,0 +1,22 @@
+#pragma once
+// The generic kernel's path that runs an op's CPU kernel at the call, in the
+// calling thread: the first call of each signature, signatures that must stay
+// there, data-dependent shapes and non-tensor results.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include "kernel.h"
+#include "meta.h"
+#include "op_info.h"
+
+namespace openreg::eager {
+
+// Runs the CPU kernel now, after the work queued on the stream: its errors are
+// raised here with their own type, its warnings are the caller's, and whatever
+// it does to its outputs' layout is seen. With `meta`, the results are
+// prepared as a queued call would prepare them, and the signature's verdict is
+// recorded; without, the kernel's own results are adopted.
+Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
+                    c10::DeviceIndex device, const MetaResult* meta);
+
+}  // namespace openreg::eager

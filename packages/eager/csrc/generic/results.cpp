@@ -1,0 +1,74 @@
+#include "results.h"
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+
+#include "openreg/glue/allocator.h"
+
+namespace openreg::eager {
+
+at::Tensor allocate(const TensorMeta& m) {
+  return at::detail::empty_strided_generic(m.sizes, m.strides, glue::device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype);
+}
+
+Tensors tensors_of(const c10::IValue& v) {
+  Tensors out;
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isTensorList() || v.isOptionalTensorList()) {
+    for (const c10::IValue& e : v.toListRef()) out.push_back(e.isTensor() ? e.toTensor() : at::Tensor());
+  }
+  return out;
+}
+
+c10::IValue pack(Tensors&& tensors, const c10::Argument& ret) {
+  if (ret.type()->kind() == c10::TypeKind::TensorType) return std::move(tensors[0]);
+  return c10::List<at::Tensor>(
+      std::vector<at::Tensor>(std::make_move_iterator(tensors.begin()), std::make_move_iterator(tensors.end())));
+}
+
+bool same_shape(const at::Tensor& t, const TensorMeta& m) {
+  return t.sizes() == c10::IntArrayRef(m.sizes) && t.strides() == c10::IntArrayRef(m.strides);
+}
+
+void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bool reshape) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!meta.written[i] || same_shape(args[i].toTensor(), *meta.written[i])) continue;
+    const auto& m = *meta.written[i];
+    auto* impl = args[i].toTensor().unsafeGetTensorImpl();
+    const size_t needed = at::detail::computeStorageNbytes(m.sizes, m.strides, impl->itemsize(), impl->storage_offset());
+    if (needed > impl->storage().nbytes()) {
+      at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(needed));
+    }
+    if (reshape) impl->set_sizes_and_strides(m.sizes, m.strides);
+  }
+}
+
+bool writes_via_out(const OpInfo& info, const MetaResult& meta) {
+  bool via_out = info.out_variant.has_value() && !meta.functional_only;
+  for (const auto& r : meta.results) {
+    for (const auto& m : r) via_out = via_out && m.defined;
+  }
+  return via_out;
+}
+
+Results allocate_results(const c10::OperatorHandle& op, const OpInfo& info, const MetaResult& meta, HostCall* call) {
+  Results results;
+  const auto& rets = op.schema().returns();
+  for (size_t i = 0; i < rets.size(); ++i) {
+    if (info.result_alias[i] >= 0) {
+      results.emplace_back();
+      continue;
+    }
+    Tensors fresh;
+    for (const auto& m : meta.results[i]) {
+      fresh.push_back(m.defined ? allocate(m) : at::Tensor());
+      if (call != nullptr) call->add_out(fresh.back());
+    }
+    results.push_back(pack(std::move(fresh), rets[i]));
+  }
+  return results;
+}
+
+}  // namespace openreg::eager

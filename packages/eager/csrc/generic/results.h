@@ -1,0 +1,41 @@
+#pragma once
+// The generic kernel's results on the device: allocating them as the meta
+// kernel describes, packing them as the schema returns them, and preparing
+// out= tensors, for both the queued path (kernel.cpp) and the path that runs
+// at the call (at_call.cpp).
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/SmallVector.h>
+
+#include "host_call.h"
+#include "kernel.h"
+#include "meta.h"
+#include "op_info.h"
+
+namespace openreg::eager {
+
+// Thrown when an op must go through the CPU fallback after all.
+struct NeedsFallback {
+  const char* reason;
+};
+
+// One result's tensors: one for a Tensor, any number for a Tensor[].
+using Tensors = c10::SmallVector<at::Tensor, 1>;
+
+at::Tensor allocate(const TensorMeta& m);
+// A Tensor's, or a list's elements (undefined for None); none for None.
+Tensors tensors_of(const c10::IValue& v);
+c10::IValue pack(Tensors&& tensors, const c10::Argument& ret);
+bool same_shape(const at::Tensor& t, const TensorMeta& m);
+// Out= tensors get the capacity the meta kernel says the CPU kernel needs
+// (device memory cannot grow inside a kernel). With `reshape`, also the shape,
+// as the CPU kernel would give them (queued calls, whose kernels run later).
+void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bool reshape);
+// The out= overload writes results in place; it cannot skip a result.
+bool writes_via_out(const OpInfo& info, const MetaResult& meta);
+// The results the meta kernel describes, allocated on the device (None for
+// one written in place: the caller holds that argument). With `call`, they
+// are its out= tensors.
+Results allocate_results(const c10::OperatorHandle& op, const OpInfo& info, const MetaResult& meta, HostCall* call);
+
+}  // namespace openreg::eager
