@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import warnings
 
 import pytest
@@ -314,30 +313,3 @@ def test_a_bad_fallback_policy_is_reported_when_the_device_starts():
     assert proc.stdout.splitlines()[0] == "False", proc.stderr
     assert "OPENREG_FALLBACK='bogus' is not a fallback policy" in proc.stdout, proc.stderr
 
-
-def test_a_failed_kernels_result_cannot_be_read_as_valid_from_any_thread():
-    """As CUDA's sticky error, per allocation: whoever synchronises first gets the failure; reading the failed
-    result, or anything computed from it, raises it again, in any thread; other data and new work stay fine."""
-    x = torch.arange(3.0, device="openreg")
-    x[torch.tensor([0, 1], device="openreg")] * 2  # both signatures ran once at the call: the next calls queue
-    torch.openreg.synchronize()
-    y = x[torch.tensor([0, 7], device="openreg")]  # fails in the kernel
-    z = y * 2
-    raised = []
-
-    def synchronize():
-        try:
-            torch.openreg.synchronize()
-        except IndexError as e:
-            raised.append(e)
-
-    thread = threading.Thread(target=synchronize)
-    thread.start()
-    thread.join()
-    assert len(raised) == 1
-    for result in (y, z):
-        with pytest.raises(IndexError, match="'aten::index' failed, so its result is not valid: index 7 is out"):
-            result.cpu()
-    assert x.cpu().tolist() == [0.0, 1.0, 2.0]
-    y.copy_(torch.ones(2, device="openreg"))  # overwritten by a copy that succeeded: valid again
-    assert y.cpu().tolist() == [1.0, 1.0]

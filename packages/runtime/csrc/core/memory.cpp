@@ -5,11 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <string>
-#include <unordered_map>
 
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
@@ -294,7 +291,6 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
 
 void DeviceMemory::free(void* ptr) {
   if (ptr == nullptr || in_bad_fork()) return;  // a forked child only leaks
-  unpoison(ptr);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) return;

@@ -12,8 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include "openreg/core/error.h"
-#include "openreg/core/poison.h"
 #include "openreg/core/stream.h"
 
 namespace openreg {
