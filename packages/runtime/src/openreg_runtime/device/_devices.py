@@ -16,6 +16,11 @@ from .. import _C
 _DeviceLike = torch.device | str | int | None
 
 
+def _selects_nothing(device: _DeviceLike) -> bool:
+    """A negative index: torch.cuda.device(-5) selects nothing, and torch.cuda.synchronize(-5) the current device."""
+    return isinstance(device, int) and not isinstance(device, bool) and device < 0
+
+
 def _index(device: _DeviceLike, optional: bool = True) -> int:
     """The index of the existing device that `device` names; None, -1 (c10's "current device") or a bare
     "openreg" is the current one. Checked here: the C++ below takes an 8-bit index, so 2**20 would be 0."""
@@ -118,8 +123,7 @@ class device:
     """Context manager that makes `device` the current openreg device."""
 
     def __init__(self, device: _DeviceLike):
-        # A negative index selects nothing, as torch.cuda.device(-1) does.
-        self.idx = device if isinstance(device, int) and not isinstance(device, bool) and device < 0 else _index(device)
+        self.idx = device if _selects_nothing(device) else _index(device)
         self.prev_idx = -1
 
     def __enter__(self):
@@ -138,9 +142,7 @@ def synchronize(device: _DeviceLike = None) -> None:
     """Waits for all work queued on every stream of `device`, and raises the
     first failure any of it hit."""
     _lazy_init()
-    # A negative index is the current device, as for torch.cuda.synchronize (never "all devices").
-    negative = isinstance(device, int) and not isinstance(device, bool) and device < 0
-    _C.synchronize(_C.current_device() if negative else _index(device))
+    _C.synchronize(_C.current_device() if _selects_nothing(device) else _index(device))
 
 
 def _sleep(milliseconds: int) -> None:
