@@ -37,9 +37,12 @@ class CustomBuildHook(BuildHookInterface):
         built = [
             b.build(name="openreg_core", kind="shared", sources=sorted((ROOT / "csrc/core").glob("*.cpp")),
                     out_dir=out / "lib", build_dir=build_dir, cflags=include, ldflags=["-pthread"]),
+            b.build(name="openreg_lazy", kind="shared", sources=sorted((ROOT / "csrc/lazy").glob("*.cpp")),
+                    out_dir=out / "lib", build_dir=build_dir, cflags=include + torch_cflags,
+                    ldflags=torch_ldflags + ["-ldl"]),
             b.build(name="openreg_glue", kind="shared", sources=sorted((ROOT / "csrc/glue").glob("*.cpp")),
                     out_dir=out / "lib", build_dir=build_dir, cflags=include + torch_cflags,
-                    ldflags=torch_ldflags + lib + ["-lopenreg_core", "-Wl,-rpath,$ORIGIN"]),
+                    ldflags=torch_ldflags + lib + ["-lopenreg_lazy", "-lopenreg_core", "-Wl,-rpath,$ORIGIN"]),
             b.build(name="_C", sources=sorted((ROOT / "csrc/python").glob("*.cpp")), out_dir=out,
                     build_dir=build_dir, cflags=include + torch_cflags,
                     ldflags=torch_ldflags + lib + ["-lopenreg_glue", "-lopenreg_core", "-Wl,-rpath,$ORIGIN/lib"]),

@@ -43,12 +43,12 @@ def _enable(how: str) -> None:
 
 
 def init() -> None:
-    """Loads openreg's layers now rather than on first use; raises `openreg.LoadError` saying what failed.
-    Useful before C++ entry points that do not ask `torch.openreg` first: `torch.Generator("openreg")`,
-    `torch.Stream("openreg")`, `Tensor.pin_memory()`."""
+    """Loads openreg's layers and starts the device now rather than on first use (`torch.openreg.init()`);
+    raises `openreg.LoadError` saying what failed."""
     from ._loader import load
 
     load()
+    torch.openreg.init()
 
 
 def __getattr__(name: str):
@@ -64,6 +64,6 @@ __all__ = ["LoadError", "LoadWarning", "init"]
 
 # `_autoload` is defined above, before torch is imported: when `import openreg` comes first, torch's
 # autoload imports this (partly initialised) module and calls `_autoload` from it.
-import torch  # noqa: E402, F401
+import torch  # noqa: E402
 
 _enable("import")

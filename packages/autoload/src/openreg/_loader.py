@@ -93,8 +93,23 @@ def enable(how: str) -> None:
             torch.utils.generate_methods_for_privateuse1_backend(
                 for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
             )
-        if found := [p for p in map(_layers.check, _layers.REQUIRED) if p]:
+        if found := [p for p in map(_layers.check, _layers.REQUIRED) if p] or _load_lazy_library():
             _fail(found)
+
+
+def _load_lazy_library() -> list[Problem]:
+    """Loads the runtime's libopenreg_lazy (about a millisecond): torch's C++ registries then answer for openreg,
+    so that C++ entry points used before the layers load (torch.Generator("openreg"), torch.Stream, torch.Event,
+    Tensor.pin_memory, torch.accelerator.memory_*, gloo asking the current accelerator) load the runtime's C++
+    themselves instead of failing. Returns what keeps it from loading."""
+    import ctypes
+
+    path = _layers.package_dir(_layers.RUNTIME) / "lib" / "libopenreg_lazy.so"
+    try:
+        ctypes.CDLL(str(path))
+    except OSError as exc:
+        return [Problem(_layers.RUNTIME, f"cannot load {path.name} ({exc})", _layers.reinstall(_layers.RUNTIME))]
+    return []
 
 
 def load() -> None:

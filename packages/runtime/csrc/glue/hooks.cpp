@@ -11,6 +11,7 @@
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"
+#include "openreg/lazy/entry.h"
 
 namespace openreg::glue {
 
@@ -46,7 +47,7 @@ struct Hooks final : at::PrivateUse1HooksInterface {
       return false;
     }
   }
-  void init() const override { checked([] { config(); }); }
+  void init() const override { checked(mark_initialized); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return is_initialized(); }
   c10::DeviceIndex deviceCount() const override { return checked([] { return static_cast<c10::DeviceIndex>(device_count()); }); }
   void setCurrentDevice(c10::DeviceIndex d) const override { checked([&] { set_device(d); }); }
@@ -85,8 +86,10 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
 };
 
-const bool g_registered = [] {
-  at::RegisterPrivateUse1HooksInterface(new Hooks());
+// Torch holds libopenreg_lazy's hooks (registered at autoload, or as a
+// dependency of this library), which forward here from now on.
+const bool g_attached = [] {
+  lazy::attach(new Hooks());
   return true;
 }();
 

@@ -86,6 +86,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("current_stream", [](int d) { return glue::checked([&] { return current_stream(d).id(); }); });
   m.def("set_stream", [](int d, int id) { glue::checked([&] { set_current_stream(d, id); }); });
   m.def("install_fault_report", &install_fault_report);
+  m.def("init", [] { glue::checked(mark_initialized); });
   m.def("is_initialized", &is_initialized);
   m.def("in_bad_fork", &in_bad_fork);
   m.def("synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },

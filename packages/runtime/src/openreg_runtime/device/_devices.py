@@ -85,14 +85,16 @@ def _lazy_init() -> None:
     for check in settings_checks:
         check()
     _warn_if_memory_exceeds_host()
+    _C.init()
 
 
 def init() -> None:
+    """Starts the device now, as torch.cuda.init() does: is_initialized() is then True (and a fork is then bad)."""
     _lazy_init()
 
 
 def is_initialized() -> bool:
-    """Whether the device has started (worker threads or device memory exist)."""
+    """Whether the device has started (init(), worker threads or device memory)."""
     return _C.is_initialized()
 
 

@@ -1,0 +1,95 @@
+"""C++ entry points work right after `import torch`, before anything loaded openreg's layers: torch reaches the
+device through C++ registries (hooks, device guard, allocator) that libopenreg_lazy fills at autoload. Each
+script first checks that the layers are not loaded yet, so that a test cannot pass by way of an earlier use of
+`torch.openreg`."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from autoload_helpers import run_json
+
+FRESH = """
+    import json, sys, torch
+    assert "openreg_runtime" not in sys.modules and not torch.openreg.is_initialized()
+"""
+
+
+def _fresh(code: str) -> dict:
+    return run_json(textwrap.dedent(FRESH) + textwrap.dedent(code), args=["-W", "error"])
+
+
+def test_pin_memory_and_a_pinning_data_loader():
+    out = _fresh("""
+        from torch.utils.data import DataLoader, TensorDataset
+        x = torch.arange(6.0)
+        pinned = x.pin_memory()
+        batches = list(DataLoader(TensorDataset(x), batch_size=4, pin_memory=True))
+        print(json.dumps({"pinned": [x.is_pinned(), pinned.is_pinned()], "same": pinned.tolist() == x.tolist(),
+                          "batches": [b[0].is_pinned() for b in batches]}))
+    """)
+    assert out == {"pinned": [False, True], "same": True, "batches": [True, True]}
+
+
+def test_a_generator_made_first_draws_as_one_made_later():
+    out = _fresh("""
+        early = torch.Generator("openreg").manual_seed(7)
+        first = torch.randn(5, device="openreg", generator=early).tolist()
+        late = torch.Generator("openreg").manual_seed(7)
+        print(json.dumps({"device": str(early.device), "first": first,
+                          "again": torch.randn(5, device="openreg", generator=late).tolist()}))
+    """)
+    assert out["device"] == "openreg:0"
+    assert out["first"] == out["again"]
+
+
+def test_streams_and_events_made_first_keep_working():
+    out = _fresh("""
+        stream = torch.Stream("openreg:1")
+        start, end = (torch.Event(device="openreg", enable_timing=True) for _ in range(2))
+        start.record()
+        with stream:
+            y = torch.ones(3, device="openreg:1") * 2
+        end.record()
+        end.synchronize()
+        print(json.dumps({"stream": str(stream.device), "y": y.tolist(),
+                          "done": [end.query(), stream.query()], "elapsed": start.elapsed_time(end) >= 0}))
+    """)
+    assert out == {"stream": "openreg:1", "y": [2.0, 2.0, 2.0], "done": [True, True], "elapsed": True}
+
+
+def test_accelerator_memory_statistics_before_and_after_allocating():
+    out = _fresh("""
+        before = (torch.accelerator.memory_allocated(), torch.accelerator.device_count(),
+                  torch.accelerator.current_device_index())
+        x = torch.empty(1024, device="openreg")
+        print(json.dumps({"before": before, "after": torch.accelerator.memory_allocated(),
+                          "peak": torch.accelerator.max_memory_allocated()}))
+    """)
+    assert out["before"] == [0, 2, 0]
+    assert out["after"] >= 4096 and out["peak"] >= out["after"]
+
+
+def test_cpu_only_gloo_code_is_not_broken_by_the_installed_device(tmp_path):
+    out = _fresh(f"""
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method="file://{tmp_path / 'store'}", rank=0, world_size=1)
+        gathered = [None]
+        dist.all_gather_object(gathered, {{"rank": 0, "value": [1, 2]}})
+        dist.destroy_process_group()
+        print(json.dumps({{"gathered": gathered}}))
+    """)
+    assert out == {"gathered": [{"rank": 0, "value": [1, 2]}]}
+
+
+INITS = ["torch.openreg.init()", "torch.openreg._lazy_init()", "import openreg; openreg.init()"]
+
+
+@pytest.mark.parametrize("init", INITS)
+def test_init_starts_the_device(init):
+    out = _fresh(f"""
+        {init}
+        print(json.dumps({{"initialized": torch.openreg.is_initialized()}}))
+    """)
+    assert out == {"initialized": True}
