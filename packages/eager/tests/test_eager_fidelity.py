@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 
 import pytest
@@ -313,3 +314,55 @@ def test_a_bad_fallback_policy_is_reported_when_the_device_starts():
     assert proc.stdout.splitlines()[0] == "False", proc.stderr
     assert "OPENREG_FALLBACK='bogus' is not a fallback policy" in proc.stdout, proc.stderr
 
+
+def test_a_failed_kernels_result_cannot_be_read_as_valid_from_any_thread():
+    """As CUDA's sticky error, per allocation: whoever synchronises first gets the failure; reading the failed
+    result, or anything computed from it, raises it again, in any thread; other data and new work stay fine."""
+    x = torch.arange(3.0, device="openreg")
+    x[torch.tensor([0, 1], device="openreg")] * 2  # both signatures ran once at the call: the next calls queue
+    torch.openreg.synchronize()
+    y = x[torch.tensor([0, 7], device="openreg")]  # fails in the kernel
+    z = y * 2
+    raised = []
+
+    def synchronize():
+        try:
+            torch.openreg.synchronize()
+        except IndexError as e:
+            raised.append(e)
+
+    thread = threading.Thread(target=synchronize)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1
+    for result in (y, z):
+        with pytest.raises(IndexError, match="'aten::index' failed, so its result is not valid: index 7 is out"):
+            result.cpu()
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0]
+    y.copy_(torch.ones(2, device="openreg"))  # overwritten by a copy that succeeded: valid again
+    assert y.cpu().tolist() == [1.0, 1.0]
+
+
+def test_a_failure_marks_only_the_tensor_it_was_launched_for():
+    """The host may free a queued kernel's output before the kernel runs, and a new tensor take that memory: the
+    kernel's failure must not leave the new tensor unreadable. Empty results have no memory to mark."""
+    x = torch.arange(3.0, device="openreg")
+    x[torch.tensor([0, 1], device="openreg")] * 2  # both signatures ran once at the call: the next calls queue
+    torch.openreg.synchronize()
+    bad = torch.tensor([7, 0], device="openreg")  # fails before it writes anything
+    torch.openreg.empty_cache()  # so that the next tensor of y's size takes y's memory
+    torch.openreg._sleep(200)  # the failing kernel runs only after the host moved on
+    y = x[bad]
+    before = y.data_ptr()
+    del y
+    z = torch.empty(2, device="openreg")
+    assert z.data_ptr() == before  # the freed output's memory, taken by a new tensor
+    with torch.openreg.stream(torch.openreg.Stream()):  # written while the failing kernel still waits
+        z.fill_(5.0)
+        torch.openreg.current_stream().synchronize()
+    empty = x[torch.tensor([], dtype=torch.long, device="openreg")]
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        torch.openreg.synchronize()
+    assert z.cpu().tolist() == [5.0, 5.0]
+    assert (z * 2).cpu().tolist() == [10.0, 10.0]
+    assert empty.cpu().tolist() == []

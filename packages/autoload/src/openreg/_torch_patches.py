@@ -46,6 +46,14 @@ Host access to device memory, which torch makes through the host pointer for eve
    bytes in place through the data pointer, outside stream order (queued writes land after it) and outside strict
    mode's protection (a fault). An openreg storage is swapped on a host copy, which is then copied back, both
    in stream order.
+
+Sharing between processes, which torch asks of CUDA only (its IPC handles):
+
+10. torch.multiprocessing's reducers (`reduce_tensor`, `reduce_storage`, registered with multiprocessing's
+    ForkingPickler) send a storage that is not CUDA's through its CPU file descriptor, which an openreg storage has
+    not: a spawned process's argument failed, and a Queue's receiver waited forever while the sender's feeder thread
+    printed the error. openreg tensors and storages go to openreg_runtime.multiprocessing instead (shared device
+    memory); everything else to torch's reducers, unchanged.
 """
 
 from __future__ import annotations
@@ -296,6 +304,29 @@ def _byteswap(original):
     return byteswap
 
 
+def _reduce_on_openreg(original, name: str):
+    def reduce(obj):
+        if obj.device.type != "openreg":
+            return original(obj)
+        from openreg_runtime import multiprocessing
+
+        return getattr(multiprocessing, name)(obj)
+
+    reduce._openreg_original = original
+    return reduce
+
+
+def _patch_multiprocessing() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    from torch.multiprocessing import reductions
+
+    ours = {reductions.reduce_tensor: "reduce_tensor", reductions.reduce_storage: "reduce_storage"}
+    for cls, reducer in list(ForkingPickler._extra_reducers.items()):
+        if reducer in ours:
+            ForkingPickler.register(cls, _reduce_on_openreg(reducer, ours[reducer]))
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
@@ -332,6 +363,7 @@ def install() -> None:
         _patch_compile_options()
         _patch_shallow_copy()
         _replace([torch.UntypedStorage], "_byteswap", _byteswap)
+        _patch_multiprocessing()
         if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
             sys.meta_path.insert(0, _Watcher())
         for name, patch in WATCHED.items():

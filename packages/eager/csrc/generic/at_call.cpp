@@ -142,19 +142,23 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
     const glue::Touches touches = call.touches();
     HostAccess access(touches.data(), touches.size());
     try {
-      if (!via_out) {
-        out = call.run(op);
-      } else {
-        watch.hold();  // an out= kernel that fails may have warned about its outputs first
-        try {
-          out = call.run(*info.out_variant, /*with_outs=*/true);
-          watch.release(true);
-        } catch (const c10::Error&) {
-          watch.release(false);
-          out = call.run(op);  // a real error is raised again here
-          meta->functional_only = true;
-        }
-      }
+      glue::checked([&] {  // an input a failed task left invalid raises that failure
+        call.guarded(op, {}, allocation_clock(), [&] {
+          if (!via_out) {
+            out = call.run(op);
+            return;
+          }
+          watch.hold();  // an out= kernel that fails may have warned about its outputs first
+          try {
+            out = call.run(*info.out_variant, /*with_outs=*/true);
+            watch.release(true);
+          } catch (const c10::Error&) {
+            watch.release(false);
+            out = call.run(op);  // a real error is raised again here
+            meta->functional_only = true;
+          }
+        });
+      });
     } catch (const c10::Error& e) {
       if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
       throw NeedsFallback{"its CPU kernel resizes device memory"};

@@ -115,6 +115,39 @@ glue::Touches HostCall::touches() const {
   return touches;
 }
 
+void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra, uint64_t launched_at,
+                       c10::function_ref<void()> kernel) const {
+  const auto& schema = op.schema().arguments();
+  auto writes = [&](const View& v) {
+    const auto arg = static_cast<size_t>(v.arg);
+    return v.arg >= n_inputs_ || (arg < schema.size() && schema[arg].alias_info() && schema[arg].alias_info()->isWrite());
+  };
+  auto mark = [&](const std::shared_ptr<const AsyncError>& failure) {
+    auto set = [&](const void* base) { failure ? poison(base, launched_at, failure) : unpoison(base, launched_at); };
+    for (const View& v : views_) {
+      if (writes(v)) set(v.alias.base);
+    }
+    for (const auto& e : extra) {
+      if (e.base != nullptr) set(e.base);
+    }
+  };
+  for (const View& v : views_) {
+    if (v.arg >= n_inputs_ || schema[v.arg].is_out()) continue;
+    if (auto failure = poisoned(v.alias.base)) {
+      mark(failure);
+      throw AsyncError(failure->what(), failure->cause);
+    }
+  }
+  try {
+    kernel();
+  } catch (const c10::Error& e) {
+    mark(std::make_shared<const AsyncError>("'" + op.schema().name() + "' failed, so its result is not valid: " +
+                                                e.what_without_backtrace(), std::current_exception()));
+    throw;
+  }
+  mark(nullptr);
+}
+
 torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
   const int n = with_outs ? static_cast<int>(values_.size()) : n_inputs_;
   torch::jit::Stack stack(values_.begin(), values_.begin() + n);

@@ -6,6 +6,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
@@ -31,6 +32,14 @@ class HostCall {
 
   // Device memory the call reads or writes (opened by strict mode).
   glue::Touches touches() const;
+
+  // Runs `kernel` (a call of `op`, in a task) keeping track of which device
+  // memory holds valid data: an input that a failed task wrote fails this call
+  // too, with that failure; a failure leaves what the call writes (`extra`:
+  // results it copies into) invalid, a success makes it valid. `launched_at`:
+  // allocation_clock() once the call's results existed (see poison.h).
+  void guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra, uint64_t launched_at,
+               c10::function_ref<void()> kernel) const;
 
  private:
   // A device tensor: an argument, or an element of a list argument.

@@ -122,32 +122,35 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
     }
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
-  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into)] {
-    std::vector<glue::HostView> outs;
-    if (out_op) {
-      try {
-        call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
-        return;
-      } catch (const c10::Error&) {
-        // A few CPU out= kernels use their outputs as scratch space of another
-        // shape, which device memory cannot be: compute functionally instead.
-        outs = call.outs();
+  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into),
+                                                                   at = allocation_clock()] {
+    call.guarded(op, into, at, [&] {
+      std::vector<glue::HostView> outs;
+      if (out_op) {
+        try {
+          call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
+          return;
+        } catch (const c10::Error&) {
+          // A few CPU out= kernels use their outputs as scratch space of another
+          // shape, which device memory cannot be: compute functionally instead.
+          outs = call.outs();
+        }
       }
-    }
-    const auto& targets = out_op ? outs : into;
-    torch::jit::Stack out = call.run(op);
-    if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) {
-      return;
-    }
-    size_t k = 0;
-    auto take = [&](const at::Tensor& t) {
-      TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
-      const auto& v = targets[k++];
-      if (v.data() != nullptr) v.tensor().copy_(t);
-    };
-    for (const auto& v : out) {
-      for (const at::Tensor& t : tensors_of(v)) take(t);
-    }
+      const auto& targets = out_op ? outs : into;
+      torch::jit::Stack out = call.run(op);
+      if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) {
+        return;
+      }
+      size_t k = 0;
+      auto take = [&](const at::Tensor& t) {
+        TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
+        const auto& v = targets[k++];
+        if (v.data() != nullptr) v.tensor().copy_(t);
+      };
+      for (const auto& v : out) {
+        for (const at::Tensor& t : tensors_of(v)) take(t);
+      }
+    });
   });
   return results;
 }

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <unordered_map>
 
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
@@ -73,6 +76,9 @@ int pool_of(std::size_t size) { return size <= kSmallBlock ? 1 : 2; }
 void bump(StatArray& s, std::size_t size, int64_t n) {
   for (int i : {0, pool_of(size)}) n >= 0 ? s[i].increase(n) : s[i].decrease(-n);
 }
+
+
+std::atomic<uint64_t> g_allocations{0};
 
 }  // namespace
 
@@ -147,6 +153,8 @@ int device_of(const void* ptr) {
   return it == g_segments.end() ? -1 : it->second.device;
 }
 
+uint64_t allocation_clock() { return g_allocations.load(std::memory_order_relaxed); }
+
 DeviceMemory& device_memory(int device) {
   check_device(device);
   static auto* memories = [] {
@@ -164,24 +172,30 @@ std::size_t DeviceMemory::reserved() {
   return stats_.reserved_bytes[0].current;
 }
 
+void add_segment(void* ptr, std::size_t size, int device) {
+  {
+    std::lock_guard<std::mutex> lock(g_segments_mu);
+    g_segments[reinterpret_cast<std::uintptr_t>(ptr)] = Segment{size, device, 0};
+  }
+  mark_initialized();
+}
+
+void remove_segment(void* ptr) {
+  std::lock_guard<std::mutex> lock(g_segments_mu);
+  g_segments.erase(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
 void* DeviceMemory::map_segment(std::size_t size) {
   int prot = config().strict ? PROT_NONE : (PROT_READ | PROT_WRITE);
   void* p = mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return nullptr;
   if (size >= (2u << 20)) madvise(p, size, MADV_HUGEPAGE);
-  {
-    std::lock_guard<std::mutex> lock(g_segments_mu);
-    g_segments[reinterpret_cast<std::uintptr_t>(p)] = Segment{size, device_, 0};
-  }
-  mark_initialized();
+  add_segment(p, size, device_);
   return p;
 }
 
 void DeviceMemory::unmap_segment(void* ptr, std::size_t size) {
-  {
-    std::lock_guard<std::mutex> lock(g_segments_mu);
-    g_segments.erase(reinterpret_cast<std::uintptr_t>(ptr));
-  }
+  remove_segment(ptr);
   munmap(ptr, size);
 }
 
@@ -226,6 +240,7 @@ void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, int str
 
 void DeviceMemory::make_live(std::unique_ptr<Block> b) {
   void* ptr = b->ptr;  // read before the call, as in cache()
+  b->allocation = g_allocations.fetch_add(1, std::memory_order_relaxed) + 1;
   put(live_, ptr, std::move(b), spare_live_);
 }
 
@@ -291,10 +306,25 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
 
 void DeviceMemory::free(void* ptr) {
   if (ptr == nullptr || in_bad_fork()) return;  // a forked child only leaks
+  uint64_t allocation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) return;
+    allocation = it->second->allocation;
+    release(take(live_, it, spare_live_));
+  }
+  forget_poison(ptr, allocation);
+}
+
+uint64_t DeviceMemory::allocation_at(const void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = live_.find(ptr);
-  if (it == live_.end()) return;
-  std::unique_ptr<Block> b = take(live_, it, spare_live_);
+  auto it = live_.find(const_cast<void*>(ptr));
+  return it == live_.end() ? 0 : it->second->allocation;
+}
+
+// What free() does to a block no longer live, under mu_.
+void DeviceMemory::release(std::unique_ptr<Block> b) {
   bump(stats_.allocation, b->size, -1);
   bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
   bump(stats_.requested_bytes, b->size, -int64_t(b->requested));

@@ -28,13 +28,24 @@ void order_after(c10::DeviceIndex waiter, c10::DeviceIndex device) {
   });
 }
 
+// A copy of invalid data (a failed task's result) is invalid, and raises that failure.
+void copy_valid(const HostView& s, const HostView& d, uint64_t launched_at) {
+  if (auto failure = poisoned(s.base)) {
+    poison(d.base, launched_at, failure);
+    throw AsyncError(failure->what(), failure->cause);
+  }
+  d.tensor().copy_(s.tensor());
+  unpoison(d.base, launched_at);
+}
+
 void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
   // The copy runs on the source device's stream after the destination's
   // pending work; the destination's stream then waits for the copy.
   const auto from = src.device().index(), to = dst.device().index();
   order_after(from, to);
   HostView s = HostView::of(src), d = HostView::of(dst);
-  launch(from, "copy (openreg to openreg)", {s.data(), d.data()}, [s, d] { d.tensor().copy_(s.tensor()); });
+  launch(from, "copy (openreg to openreg)", {s.data(), d.data()},
+         [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   order_after(to, from);
 }
 
@@ -49,16 +60,23 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.is_cpu()) {
     const auto device = dst.device().index();
     HostView d = HostView::of(dst);
-    uint64_t seq = launch(device, "copy (host to openreg)", {d.data()}, [d, src = self] { d.tensor().copy_(src); });
+    uint64_t seq = launch(device, "copy (host to openreg)", {d.data()}, [d, src = self, at = allocation_clock()] {
+      d.tensor().copy_(src);
+      unpoison(d.base, at);
+    });
     if (!stays_async(self, non_blocking)) wait(device, seq);
   } else if (dst.is_cpu()) {
     const auto device = self.device().index();
     HostView s = HostView::of(self);
-    uint64_t seq = launch(device, "copy (openreg to host)", {s.data()}, [s, dst] { dst.copy_(s.tensor()); });
+    uint64_t seq = launch(device, "copy (openreg to host)", {s.data()}, [s, dst] {
+      check_valid(s);
+      dst.copy_(s.tensor());
+    });
     if (!stays_async(dst, non_blocking)) wait(device, seq);
   } else if (self.device() == dst.device()) {
     HostView s = HostView::of(self), d = HostView::of(dst);
-    launch(dst.device().index(), "copy (openreg)", {s.data(), d.data()}, [s, d] { d.tensor().copy_(s.tensor()); });
+    launch(dst.device().index(), "copy (openreg)", {s.data(), d.data()},
+           [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   } else {
     copy_between_devices(self, dst);
   }

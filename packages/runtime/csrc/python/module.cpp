@@ -16,6 +16,7 @@
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"
+#include "openreg/glue/sharing.h"
 
 namespace py = pybind11;
 using namespace openreg;
@@ -87,6 +88,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_stream", [](int d, int id) { glue::checked([&] { set_current_stream(d, id); }); });
   m.def("install_fault_report", &install_fault_report);
   m.def("init", [] { glue::checked(mark_initialized); });
+  // torch.multiprocessing (openreg_runtime.multiprocessing): a tensor's storage as (descriptor, bytes), and back.
+  m.def("share", [](const at::Tensor& t) {
+    py::gil_scoped_release no_gil;
+    glue::SharedHandle h = glue::share(t.storage());
+    return std::make_pair(h.fd, h.nbytes);
+  });
+  m.def("open_shared", [](int fd, size_t nbytes, int device) {
+    c10::Storage storage = glue::open_shared(fd, nbytes, static_cast<c10::DeviceIndex>(device));
+    return at::empty({0}, at::TensorOptions().dtype(at::kByte).device(storage.device())).set_(storage);
+  });
   m.def("is_initialized", &is_initialized);
   m.def("in_bad_fork", &in_bad_fork);
   m.def("synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },

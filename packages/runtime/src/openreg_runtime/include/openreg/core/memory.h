@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "openreg/core/error.h"
+#include "openreg/core/poison.h"
 #include "openreg/core/stream.h"
 
 namespace openreg {
@@ -49,6 +51,9 @@ class DeviceMemory {
   void reset_accumulated();
   std::size_t capacity() const;
   std::size_t reserved();
+  // Which allocation `ptr` (the start of one) is, in allocation_clock()'s
+  // numbering; 0 when it is not live.
+  uint64_t allocation_at(const void* ptr);
 
  private:
   struct Block {
@@ -56,6 +61,7 @@ class DeviceMemory {
     std::size_t size;
     std::size_t requested;
     int stream;
+    uint64_t allocation = 0;  // allocation_clock() when it was handed out
     uint64_t other_streams;  // bitmask of streams recorded with record_stream
     std::vector<Event> pending;  // events to pass before the block is free
   };
@@ -68,6 +74,7 @@ class DeviceMemory {
   using Live = std::unordered_map<void*, std::unique_ptr<Block>>;
   using Pool = std::multimap<std::size_t, std::unique_ptr<Block>>;
   void make_live(std::unique_ptr<Block> b);
+  void release(std::unique_ptr<Block> b);
   void cache(std::unique_ptr<Block> b);
 
   const int device_;
@@ -86,6 +93,10 @@ DeviceMemory& device_memory(int device);
 std::size_t round_size(std::size_t nbytes);
 // The device owning `ptr` (anywhere inside an allocation), or -1.
 int device_of(const void* ptr);
+// Memory of a device that the allocator does not own (shared.h): known to
+// device_of and to strict mode's protection like the allocator's.
+void add_segment(void* ptr, std::size_t size, int device);
+void remove_segment(void* ptr);
 
 // Makes device memory host-accessible for a kernel's or copy's duration in
 // strict mode (OPENREG_STRICT=1); costs nothing otherwise.

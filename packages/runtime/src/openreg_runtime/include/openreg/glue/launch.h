@@ -107,6 +107,12 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
   });
 }
 
+// In a task that reads `source`: raises the failure of the task that left its
+// memory invalid, if one did.
+inline void check_valid(const HostAlias& source) {
+  if (auto failure = poisoned(source.base)) throw AsyncError(failure->what(), failure->cause);
+}
+
 // Waits for task `seq` on the current stream of `device`, then raises any
 // failure recorded on the device.
 void wait(c10::DeviceIndex device, uint64_t seq);
