@@ -1,4 +1,4 @@
-"""Sessions for openreg: `nox` (what CI runs: lint, tests, conformance, variants, models), `nox -s demo`,
+"""Sessions for openreg: `nox` (what CI runs: lint, tests, conformance, variants), `nox -s models`, `nox -s demo`,
 `nox -s bench`.
 
 Every session that needs openreg installs an exact torch release, builds the four wheels
@@ -32,10 +32,16 @@ PACKAGES = {
 nox.needs_version = ">=2024.3.2"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests", "conformance", "variants", "models"]
-# Tests with sessions of their own, which `tests` leaves out: small models from third-party libraries.
+nox.options.sessions = ["lint", "tests", "conformance", "variants"]
+# Small models from third-party libraries: only on the newest torch (see MODEL_LIBRARIES), in its `tests` session.
 MODELS_TESTS = ROOT / "packages" / "eager" / "tests" / "models"
-# What the models session installs beside torch. torchvision's CPU wheels exist beside torch 2.14.x only (its
+# The OpInfo sweep: `conformance` runs it in every dtype on the oldest torch, `tests` in float32 on the others.
+CONFORMANCE_TESTS = ROOT / "packages" / "eager" / "tests" / "conformance"
+# What does not depend on the torch release, run on the oldest only: the command line and the broken-install checks
+# are openreg's own Python.
+OLDEST_ONLY = [ROOT / "packages" / "autoload" / "tests" / f
+               for f in ("test_autoload_cli.py", "test_autoload_broken.py")]
+# What the models tests need beside torch. torchvision's CPU wheels exist beside torch 2.14.x only (its
 # wheel for 2.13 needs CUDA's libraries), and timm needs torchvision; transformers is pure Python.
 MODEL_LIBRARIES = ["transformers==5.24.0", "torchvision==0.29.1", "timm==1.0.31"]
 
@@ -97,20 +103,36 @@ def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = 
 @nox.session
 @nox.parametrize("torch", TORCH, ids=[f"torch-{v}" for v in TORCH])
 def tests(session: nox.Session, torch: str) -> None:
-    """pytest against the installed wheels; arguments after -- go to pytest. The OpInfo sweep runs in
-    float32 here (the acceptance target); the `conformance` session runs every dtype."""
+    """pytest against the installed wheels; arguments after -- go to pytest. Without paths, every packages/*/tests
+    folder, less what runs elsewhere: on the oldest torch the OpInfo sweep is `conformance`'s (every dtype), on the
+    newest the models (MODEL_LIBRARIES installed here) and the float32 sweep run here, and the release-independent
+    files (OLDEST_ONLY) only on the oldest."""
     install_openreg(session, torch)
-    # Paths given after -- are taken relative to the checkout; without any, every packages/*/tests
-    # folder is collected.
+    # Paths given after -- are taken relative to the checkout.
     args = [str(ROOT / a) if _is_path(ROOT / a) else a for a in session.posargs]
-    if not any(_is_path(Path(a)) for a in args):
-        args += sorted(str(p) for p in ROOT.glob("packages/*/tests"))
-    if not any(_is_path(Path(a)) for a in args):
-        session.error("no test directories found under packages/*/tests")
-    # The models folder has its session (`models`), unless a path given here lies inside it.
-    if not any(_is_path(Path(a)) and Path(a.split("::")[0]).resolve().is_relative_to(MODELS_TESTS) for a in args):
-        args.append(f"--ignore={MODELS_TESTS}")
-    _pytest(session, args, env={"OPENREG_SWEEP_DTYPES": "float32"})
+    chosen = [Path(a.split("::")[0]).resolve() for a in args if _is_path(Path(a))]
+    if not chosen:
+        folders = sorted(str(p) for p in ROOT.glob("packages/*/tests"))
+        if not folders:
+            session.error("no test directories found under packages/*/tests")
+        args += folders + [f"--ignore={p}" for p in _run_elsewhere(torch)]
+    if torch == TORCH[-1] and (not chosen or any(p.is_relative_to(MODELS_TESTS) for p in chosen)):
+        _install_model_libraries(session, torch)
+    _pytest(session, args, env={"OPENREG_SWEEP_DTYPES": "float32", "OPENREG_MODELS_REQUIRE": "1"})
+    if os.environ.get("CI") and torch == TORCH[-1]:  # its torch (about 6 GB) goes once it passed: a CI disk is small
+        shutil.rmtree(session.virtualenv.location)
+
+
+def _run_elsewhere(torch: str) -> list[Path]:
+    """What a whole `tests` run on `torch` leaves to other sessions or releases."""
+    if torch == TORCH[0]:
+        return [MODELS_TESTS, CONFORMANCE_TESTS]
+    return OLDEST_ONLY + ([] if torch == TORCH[-1] else [MODELS_TESTS])
+
+
+def _install_model_libraries(session: nox.Session, torch: str) -> None:
+    # torch named again so that nothing these libraries ask for moves it.
+    session.install(f"torch=={torch}", *MODEL_LIBRARIES)
 
 
 @nox.session
@@ -126,19 +148,15 @@ def conformance(session: nox.Session) -> None:
 
 @nox.session
 def models(session: nox.Session) -> None:
-    """Small models from transformers (GPT-2, BERT, T5, Llama), torchvision (ResNet-18) and timm, built from
-    configs with random weights, trained for a few steps on openreg and on the CPU; losses, outputs, gradients,
-    buffers, tied weights and generate() compared. Arguments after -- go to pytest. One torch release, the
-    newest (torchvision's CPU wheels exist for it only); in a whole `nox` run it reuses the wheels that
-    tests(torch-2.14.1) built."""
+    """Only the models tests (whole runs do them in tests(torch-2.14.1)): small models from transformers (GPT-2,
+    BERT, T5, Llama), torchvision (ResNet-18) and timm, built from configs with random weights, trained for a few
+    steps on openreg and on the CPU; losses, outputs, gradients, buffers, tied weights and generate() compared.
+    Arguments after -- go to pytest."""
     torch = TORCH[-1]
     install_openreg(session, torch)
-    # torch named again so that nothing these libraries ask for moves it.
-    session.install(f"torch=={torch}", *MODEL_LIBRARIES)
+    _install_model_libraries(session, torch)
     # Every library is installed here: a test that would skip for a missing one fails instead.
     _pytest(session, [str(MODELS_TESTS), *session.posargs], env={"OPENREG_MODELS_REQUIRE": "1"})
-    if os.environ.get("CI"):  # its own torch (about 6 GB) goes once it passed, so that a whole run fits a CI disk
-        shutil.rmtree(session.virtualenv.location)
 
 
 @nox.session
@@ -169,7 +187,8 @@ def bench(session: nox.Session) -> None:
 # What each install variant asks pip for, and the tests that check it (paths under packages/).
 VARIANTS = {
     "runtime": ("openreg-runtime", ["autoload/tests/test_autoload_variants.py", "runtime/tests"]),
-    "eager": ("openreg", ["autoload/tests"]),
+    "eager": ("openreg", ["autoload/tests/test_autoload_variants.py", "autoload/tests/test_autoload_compile.py",
+                          "autoload/tests/test_autoload_import.py", "autoload/tests/test_autoload_cli.py"]),
     "compile": ("openreg[compile,plot]",
                 ["autoload/tests/test_autoload_variants.py", "autoload/tests/test_autoload_cli.py"]),
 }

@@ -1,7 +1,7 @@
 """Small models from third-party libraries (transformers, torchvision, timm) on openreg against the CPU.
 
-These tests have a nox session of their own (`nox -s models`, which installs the libraries); the `tests`
-sessions leave this folder out. Run directly, a test whose library is not installed skips.
+nox runs them in tests(torch-2.14.1) (or alone: `nox -s models`), which installs the libraries; run directly, a
+test whose library is not installed skips.
 
 Each test's name says the model (and attention implementation); each failure message says the quantity
 compared. Ops that ran through openreg's CPU fallback are listed per test at the end of the run.
