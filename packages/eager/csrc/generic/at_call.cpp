@@ -1,7 +1,6 @@
 #include "at_call.h"
 
 #include <c10/util/Exception.h>
-#include <c10/util/strides.h>
 
 #include <string>
 #include <vector>
@@ -41,29 +40,6 @@ class WarningWatch : public c10::WarningHandler {
   bool holding_ = false;
   std::vector<c10::Warning> held_;
 };
-
-// A device tensor with what a CPU kernel returned: its values, layout, and
-// conjugate and negative bits.
-at::Tensor adopt(const at::Tensor& cpu) {
-  if (!cpu.defined()) return cpu;
-  at::Tensor stored = cpu;  // the values as stored, without the lazy bits
-  if (stored.is_conj()) stored = stored._conj();
-  if (stored.is_neg()) stored = stored._neg_view();
-  TensorMeta m = meta_of(stored);
-  if (!stored.is_non_overlapping_and_dense()) {
-    const auto contiguous = c10::contiguous_strides(m.sizes);
-    m.strides.assign(contiguous.begin(), contiguous.end());
-  }
-  at::Tensor t = allocate(m);
-  if (t.numel() > 0) {
-    glue::HostView view = glue::HostView::of(t);
-    HostAccess access({view.data()});
-    view.tensor().copy_(stored);
-  }
-  t._set_conj(cpu.is_conj());
-  t._set_neg(cpu.is_neg());
-  return t;
-}
 
 bool same_layout(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
@@ -123,14 +99,17 @@ bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch:
 
 }  // namespace
 
+void wait_for_queued_work(c10::DeviceIndex device) {
+  if (openreg::in_task()) return;  // a task's own calls run in place: its stream waits for it
+  glue::checked([&] {
+    auto& stream = openreg::current_stream(device);
+    stream.wait_for(stream.last());
+  });
+}
+
 Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
                     c10::DeviceIndex device, const MetaResult* meta) {
-  if (!openreg::in_task()) {  // a task's own calls run in place: its stream waits for it
-    glue::checked([&] {
-      auto& stream = openreg::current_stream(device);
-      stream.wait_for(stream.last());
-    });
-  }
+  wait_for_queued_work(device);
   if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
   HostCall call(args, info.generator_arg, device);
   const bool via_out = meta != nullptr && writes_via_out(info, *meta);

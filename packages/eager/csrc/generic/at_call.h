@@ -11,6 +11,10 @@
 
 namespace openreg::eager {
 
+// Waits, in the calling thread, for the work queued on the current stream of
+// `device`: what runs at the call sees its results.
+void wait_for_queued_work(c10::DeviceIndex device);
+
 // Runs the CPU kernel now, after the work queued on the stream: its errors are
 // raised here with their own type, its warnings are the caller's, and whatever
 // it does to its outputs' layout is seen. With `meta`, the results are

@@ -49,31 +49,6 @@ void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
   }
 }
 
-// The openreg device the op runs on. As on CUDA, tensors of one op must be on
-// one device, CPU scalars (0-dim tensors) and CPU indices excepted.
-c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
-  std::optional<c10::Device> device, other;
-  for_each_tensor(args, [&](const at::Tensor& t) {
-    if (!t.defined()) return;
-    if (t.device().type() == kOpenreg) {
-      if (!device) device = t.device();
-      else if (t.device() != *device && !other) other = t.device();
-    } else if (!(t.is_cpu() && (t.dim() == 0 || info.cpu_indices_ok)) && !other) {
-      other = t.device();
-    }
-  });
-  if (device && other) {
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
-                " and ", *other, "! (in '", op.schema().operator_name(), "'). Move them to one device with .to().");
-  }
-  if (device) return device->index();
-  if (info.device_arg >= 0 && args[info.device_arg].isDevice()) {
-    auto d = args[info.device_arg].toDevice();
-    if (d.type() == kOpenreg && d.has_index()) return d.index();
-  }
-  return static_cast<c10::DeviceIndex>(current_device());
-}
-
 at::Tensor alias_of(const at::Tensor& base, const TensorMeta& m) {
   auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
                                                     base.key_set(), c10::scalarTypeToTypeMeta(m.dtype));
@@ -219,6 +194,29 @@ const bool g_structured = [] {
 }();
 
 }  // namespace
+
+c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  std::optional<c10::Device> device, other;
+  for_each_tensor(args, [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    if (t.device().type() == kOpenreg) {
+      if (!device) device = t.device();
+      else if (t.device() != *device && !other) other = t.device();
+    } else if (!(t.is_cpu() && (t.dim() == 0 || info.cpu_indices_ok)) && !other) {
+      other = t.device();
+    }
+  });
+  if (device && other) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
+                " and ", *other, "! (in '", op.schema().operator_name(), "'). Move them to one device with .to().");
+  }
+  if (device) return device->index();
+  if (info.device_arg >= 0 && args[info.device_arg].isDevice()) {
+    auto d = args[info.device_arg].toDevice();
+    if (d.type() == kOpenreg && d.has_index()) return d.index();
+  }
+  return static_cast<c10::DeviceIndex>(current_device());
+}
 
 void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack) {
   const c10::OperatorHandle& op = cpu_equivalent(called, stack);

@@ -17,6 +17,11 @@ using Results = c10::SmallVector<c10::IValue, 2>;
 // read, so they may be borrowed.
 Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
+struct OpInfo;
+// The openreg device `op` runs on. As on CUDA, tensors of one op must be on
+// one device, CPU scalars (0-dim tensors) and CPU indices excepted.
+c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info);
+
 void generic_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace openreg::eager

@@ -2,6 +2,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <c10/util/strides.h>
 
 #include "openreg/glue/allocator.h"
 
@@ -10,6 +11,31 @@ namespace openreg::eager {
 at::Tensor allocate(const TensorMeta& m) {
   return at::detail::empty_strided_generic(m.sizes, m.strides, glue::device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype);
+}
+
+at::Tensor adopt(const at::Tensor& cpu) {
+  if (!cpu.defined()) return cpu;
+  // Ops with sparse or quantized results are served by layouts/layout_kernel.cpp.
+  TORCH_CHECK(cpu.layout() == at::kStrided && !cpu.is_quantized(), "openreg's generic kernel got a ", cpu.layout(),
+              cpu.is_quantized() ? " quantized" : "", " result from a CPU kernel and cannot hold it: please report this "
+              "op to openreg");
+  at::Tensor stored = cpu;  // the values as stored, without the lazy bits
+  if (stored.is_conj()) stored = stored._conj();
+  if (stored.is_neg()) stored = stored._neg_view();
+  TensorMeta m = meta_of(stored);
+  if (!stored.is_non_overlapping_and_dense()) {
+    const auto contiguous = c10::contiguous_strides(m.sizes);
+    m.strides.assign(contiguous.begin(), contiguous.end());
+  }
+  at::Tensor t = allocate(m);
+  if (t.numel() > 0) {
+    glue::HostView view = glue::HostView::of(t);
+    HostAccess access({view.data()});
+    view.tensor().copy_(stored);
+  }
+  t._set_conj(cpu.is_conj());
+  t._set_neg(cpu.is_neg());
+  return t;
 }
 
 Tensors tensors_of(const c10::IValue& v) {

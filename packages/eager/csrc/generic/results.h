@@ -23,6 +23,9 @@ struct NeedsFallback {
 using Tensors = c10::SmallVector<at::Tensor, 1>;
 
 at::Tensor allocate(const TensorMeta& m);
+// A device tensor with what a CPU kernel returned: its values, layout, and
+// conjugate and negative bits (strided tensors only).
+at::Tensor adopt(const at::Tensor& cpu);
 // A Tensor's, or a list's elements (undefined for None); none for None.
 Tensors tensors_of(const c10::IValue& v);
 c10::IValue pack(Tensors&& tensors, const c10::Argument& ret);

@@ -3,7 +3,9 @@
 Importing it installs the generic kernel: every ATen op that has a CPU kernel
 runs that kernel on openreg device memory in place, asynchronously on the
 current stream, with output shapes worked out on the host (meta kernels).
-Ops whose output shape depends on the data synchronise, as on CUDA. The CPU
+Ops whose output shape depends on the data synchronise, as on CUDA. Sparse and
+quantized tensors run the CPU's kernels for their layout on device memory, at
+the call. The CPU
 fallback (copying to the CPU and back) is a last resort governed by
 OPENREG_FALLBACK=warn|error|silent.
 """

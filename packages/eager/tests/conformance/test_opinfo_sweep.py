@@ -146,14 +146,10 @@ _RESIZE_FALLBACK = (
     "openreg bug: linalg_lstsq.out's CPU kernel resizes its results, so openreg takes the CPU fallback "
     "(which OPENREG_FALLBACK=error, and the sweep, forbid)"
 )
-_NO_SPARSE = "openreg has no sparse tensors (no SparsePrivateUse1 / SparseCsrPrivateUse1 kernels)"
 
 EXPECTED_FAILURES: dict[tuple[str, str | None], str] = {
     ("linalg.lstsq", None): _RESIZE_FALLBACK,
     ("linalg.lstsq.grad_oriented", None): _RESIZE_FALLBACK,
-    ("to_sparse", None): _NO_SPARSE,
-    ("sparse.mm.reduce", None): _NO_SPARSE,
-    ("sparse.sampled_addmm", None): _NO_SPARSE,
 }
 
 # Expected failures that kill the process: these run in a child process (slower, but the sweep survives).

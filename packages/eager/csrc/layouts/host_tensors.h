@@ -1,0 +1,64 @@
+#pragma once
+// openreg tensors of every layout (strided, sparse COO, sparse compressed,
+// quantized) as CPU tensors over the same device memory, so that the CPU's
+// kernels for those layouts run on it in place; and the CPU kernel's results
+// as openreg tensors again. A sparse tensor is its dense member tensors, a
+// quantized one its storage and quantizer: each is aliased, never copied.
+#include <ATen/ATen.h>
+#include <ATen/quantized/Quantizer.h>
+
+#include <utility>
+#include <vector>
+
+namespace openreg::eager {
+
+// A quantizer like `q` (per channel) with these scales and zero points.
+at::QuantizerPtr per_channel_like(const at::QuantizerPtr& q, const at::Tensor& scales, const at::Tensor& zero_points);
+// `q`, with its tensors (per-channel parameters) on `device`.
+at::QuantizerPtr quantizer_on(const at::QuantizerPtr& q, c10::Device device);
+
+class HostTensors {
+ public:
+  // Results are made on openreg device `device`.
+  explicit HostTensors(c10::DeviceIndex device) : device_(device) {}
+
+  // The CPU tensor over `t`'s memory (`t` itself when it is not on openreg).
+  // With `fresh`, an empty CPU tensor of its dtype instead, for an out=
+  // argument that the CPU kernel must resize beyond its device memory.
+  at::Tensor to_host(const at::Tensor& t, bool fresh = false);
+  c10::IValue to_host(const c10::IValue& v);
+
+  // The openreg tensor holding what the CPU kernel returned: what it was given
+  // when it returns an argument, a tensor on the same device memory when it
+  // returns a view of one, else a copy in fresh device memory.
+  at::Tensor to_device(const at::Tensor& cpu);
+  c10::IValue to_device(const c10::IValue& v);
+
+  // Makes `dev` what its CPU tensor `host` became in a kernel that wrote it
+  // (a sparse tensor's members and an out= tensor's shape may be replaced).
+  void write_back(const at::Tensor& dev, const at::Tensor& host);
+
+  // The device memory the CPU kernel may touch (strict mode opens it).
+  const std::vector<const void*>& touches() const { return bases_; }
+
+ private:
+  at::Tensor dense_to_host(const at::Tensor& t);
+  at::Tensor dense_to_device(const at::Tensor& cpu);
+  // What to_device makes of a tensor that is not one it was given.
+  at::Tensor convert(const at::Tensor& cpu);
+  // The device storage `cpu` aliases, or a copy of it in fresh device memory.
+  c10::Storage storage_to_device(const c10::Storage& cpu);
+  at::QuantizerPtr quantizer_to_host(const at::QuantizerPtr& q);
+  at::QuantizerPtr quantizer_to_device(const at::QuantizerPtr& q);
+  c10::Storage host_storage(const at::Tensor& t);
+  // The device storage the CPU storage `s` aliases, or an empty one.
+  c10::Storage device_storage(const c10::Storage& s) const;
+
+  c10::DeviceIndex device_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> given_;  // (host, device) per argument converted
+  std::vector<std::pair<at::QuantizerPtr, at::QuantizerPtr>> quantizers_;  // (host, device)
+  std::vector<c10::Storage> host_storages_, device_storages_;  // one per device allocation, same order
+  std::vector<const void*> bases_;
+};
+
+}  // namespace openreg::eager

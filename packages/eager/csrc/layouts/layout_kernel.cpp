@@ -1,0 +1,157 @@
+// The kernel for openreg's sparse (COO and compressed) and quantized tensors:
+// the dispatcher's fallback for their keys, and the kernel of the dense ops
+// that make them. It runs the CPU's kernel for the same layout on CPU tensors
+// over the device memory (HostTensors), so inputs are never copied.
+//
+// It runs at the call, after the stream's queued work, as CUDA synchronises
+// for most sparse ops: their results' sizes (nnz) depend on the data. Results
+// the CPU kernel allocates itself are copied into device memory once, since
+// their sizes are known only after it ran; views of the inputs stay views.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "../generic/at_call.h"
+#include "../generic/kernel.h"
+#include "../generic/op_info.h"
+#include "../generic/results.h"
+#include "host_tensors.h"
+#include "registration.h"
+
+namespace openreg::eager {
+namespace {
+
+bool has_out_argument(const c10::FunctionSchema& schema) {
+  for (const auto& a : schema.arguments()) {
+    if (a.is_out()) return true;
+  }
+  return false;
+}
+
+// Runs `op`'s CPU kernel on host views of `args` and leaves its results on
+// the device. With `fresh_outs`, out= tensors are computed on the host and
+// copied in (the kernel resizes them beyond their device memory).
+torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
+                              bool fresh_outs) {
+  const auto& schema = op.schema();
+  HostTensors host(device);
+  torch::jit::Stack stack;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool fresh = fresh_outs && schema.arguments()[i].is_out() && args[i].isTensor();
+    stack.push_back(fresh ? c10::IValue(host.to_host(args[i].toTensor(), true)) : host.to_host(args[i]));
+  }
+  const std::vector<c10::IValue> given(stack.begin(), stack.end());
+  HostAccess access(host.touches().data(), host.touches().size());
+  op.callBoxed(&stack);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite()) continue;
+    const Tensors dev = tensors_of(args[i]), cpu = tensors_of(given[i]);
+    for (size_t k = 0; k < dev.size(); ++k) host.write_back(dev[k], cpu[k]);
+  }
+  for (auto& v : stack) v = host.to_device(v);
+  return stack;
+}
+
+std::string layout_of(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& a : args) {
+    if (!a.isTensor()) continue;
+    const at::Tensor& t = a.toTensor();
+    if (t.defined() && t.is_quantized()) return "quantized";
+    if (t.defined() && t.layout() != at::kStrided) return c10::str(t.layout());
+  }
+  return "strided";
+}
+
+void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  auto args = torch::jit::last(*stack, n);
+  const c10::DeviceIndex device = common_device(op, args, op_info(op));
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  wait_for_queued_work(device);
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  torch::jit::Stack results;
+  try {
+    try {
+      results = run_on_host(op, args, device, /*fresh_outs=*/false);
+    } catch (const c10::Error& e) {
+      if (!has_out_argument(op.schema()) || std::string(e.what()).find("not resizable") == std::string::npos) throw;
+      results = run_on_host(op, args, device, /*fresh_outs=*/true);
+    }
+  } catch (const c10::NotImplementedError& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.rfind("Could not run", 0) != 0) throw;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "'", op.schema().operator_name(), "' is not supported for openreg ",
+                                layout_of(args), " tensors: openreg runs the CPU's kernels for them, and the CPU "
+                                "has none for these arguments (", what.substr(0, what.find('\n')), "). Convert "
+                                "them first (.to_dense(), .dequantize()) or run the op on the CPU.");
+  }
+  torch::jit::drop(*stack, n);
+  for (auto& r : results) stack->push_back(std::move(r));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
+}
+
+namespace {
+
+// Composite kernels (CompositeExplicitAutograd and the structured ops'
+// wrappers) are every backend's default and win over the fallback; for the
+// ops the CPU serves with a kernel of its own for the layout, they would
+// allocate results as dense tensors or decompose differently. The CPU's
+// kernel serves them, as on the CPU.
+void serve_like_the_cpu(torch::Library& lib, c10::DispatchKey key, c10::DispatchKey cpu_key) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNamesForDispatchKey(cpu_key)) {
+    auto op = dispatcher.findSchema(name);
+    if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(key)) continue;
+    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      continue;
+    }
+    std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib.impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
+  }
+}
+
+const bool g_registered = [] {
+  using c10::DispatchKey;
+  static torch::Library coo(torch::Library::IMPL, "aten", DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
+  static torch::Library compressed(torch::Library::IMPL, "aten", DispatchKey::SparseCsrPrivateUse1, __FILE__,
+                                   __LINE__);
+  static torch::Library quantized(torch::Library::IMPL, "aten", DispatchKey::QuantizedPrivateUse1, __FILE__,
+                                  __LINE__);
+  static torch::Library dense(torch::Library::IMPL, "aten", DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  register_sparse_structure(coo, compressed);
+  register_quantized_structure(quantized, dense);
+  register_quantized_copies(quantized);
+  serve_like_the_cpu(coo, DispatchKey::SparsePrivateUse1, DispatchKey::SparseCPU);
+  serve_like_the_cpu(compressed, DispatchKey::SparseCsrPrivateUse1, DispatchKey::SparseCsrCPU);
+  serve_like_the_cpu(quantized, DispatchKey::QuantizedPrivateUse1, DispatchKey::QuantizedCPU);
+  // Dense ops whose results are sparse or quantized.
+  for (const char* name :
+       {"quantize_per_tensor", "quantize_per_tensor.tensor_qparams", "quantize_per_tensor.tensors",
+        "quantize_per_tensor_dynamic", "quantize_per_channel", "_make_per_tensor_quantized_tensor",
+        "_make_per_channel_quantized_tensor", "_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr",
+        "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}) {
+    dense.impl(name, torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace openreg::eager

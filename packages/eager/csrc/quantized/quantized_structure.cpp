@@ -1,0 +1,39 @@
+// Quantized ops that only make or inspect a quantized tensor (its storage and
+// quantizer): ATen's kernels for them work on any device, so they run here
+// without synchronising. Everything else reaches layouts/layout_kernel.cpp,
+// which registers these first.
+#include <ATen/ops/_empty_affine_quantized_native.h>
+#include <ATen/ops/_empty_per_channel_affine_quantized_native.h>
+#include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/empty_native.h>
+#include <ATen/ops/empty_quantized_native.h>
+#include <ATen/ops/q_per_channel_axis_native.h>
+#include <ATen/ops/q_per_channel_scales_native.h>
+#include <ATen/ops/q_per_channel_zero_points_native.h>
+#include <ATen/ops/q_scale_native.h>
+#include <ATen/ops/q_zero_point_native.h>
+#include <ATen/ops/qscheme_native.h>
+#include <torch/library.h>
+
+#include "../layouts/registration.h"
+
+namespace openreg::eager {
+
+void register_quantized_structure(torch::Library& quantized, torch::Library& dense) {
+  quantized.impl("q_scale", &at::native::q_scale_quant);
+  quantized.impl("q_zero_point", &at::native::q_zero_point_quant);
+  quantized.impl("q_per_channel_scales", &at::native::q_per_channel_scales);
+  quantized.impl("q_per_channel_zero_points", &at::native::q_per_channel_zero_points);
+  quantized.impl("q_per_channel_axis", &at::native::q_per_channel_axis);
+  quantized.impl("qscheme", &at::native::qscheme_quant);
+  quantized.impl("empty.memory_format", &at::native::empty_unknown_quantized);
+  quantized.impl("empty_like", &at::native::empty_like_quantized);
+  quantized.impl("empty_quantized", &at::native::empty_quantized);
+  quantized.impl("_empty_affine_quantized", &at::native::empty_affine_quantized);
+  quantized.impl("_empty_per_channel_affine_quantized", &at::native::empty_per_channel_affine_quantized);
+  // Factories reach the dense key (the dtype does not choose the backend).
+  dense.impl("_empty_affine_quantized", &at::native::empty_affine_quantized);
+  dense.impl("_empty_per_channel_affine_quantized", &at::native::empty_per_channel_affine_quantized);
+}
+
+}  // namespace openreg::eager

@@ -1,0 +1,146 @@
+"""Quantized tensors on openreg behave as on the CPU: each case runs the same call on both devices and compares
+dtype, shape, quantization scheme and parameters, the stored integers (int_repr) exactly and the dequantized
+values, and nothing may run through the copy-to-CPU fallback."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import openreg_eager
+
+DEV = "openreg"
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    openreg_eager.reset_fallback_counts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's deprecation notice for quantized dtypes
+        yield
+    torch.openreg.synchronize()
+    assert openreg_eager.fallback_counts() == {}
+
+
+def x(d):
+    return torch.linspace(-2, 2, 12, device=d).reshape(3, 4)
+
+
+def per_tensor(d, dtype=torch.quint8):
+    return torch.quantize_per_tensor(x(d), 0.05, 3 if dtype != torch.qint8 else -2, dtype)
+
+
+def per_channel(d, scales_dtype=torch.float64, axis=0):
+    n = x(d).shape[axis]
+    scales = torch.tensor([0.1, 0.02, 0.3, 0.04][:n], device=d, dtype=scales_dtype)
+    return torch.quantize_per_channel(x(d), scales, torch.tensor([1, 2, 3, 0][:n], device=d), axis, torch.quint8)
+
+
+def params(q: torch.Tensor) -> dict:
+    if q.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        return {"scale": q.q_scale(), "zero_point": q.q_zero_point()}
+    return {"scales": q.q_per_channel_scales().cpu(), "zero_points": q.q_per_channel_zero_points().cpu(),
+            "axis": q.q_per_channel_axis()}
+
+
+def assert_same(fn):
+    cpu, dev = fn("cpu"), fn(DEV)
+    cpu_list, dev_list = (cpu, dev) if isinstance(cpu, (tuple, list)) else ([cpu], [dev])
+    for c, d in zip(cpu_list, dev_list, strict=True):
+        if not isinstance(c, torch.Tensor):
+            assert d == c
+            continue
+        assert d.device.type == DEV
+        assert (d.dtype, d.shape, d.stride(), d.is_quantized) == (c.dtype, c.shape, c.stride(), c.is_quantized)
+        if c.is_quantized:
+            assert d.qscheme() == c.qscheme()
+            got, want = params(d), params(c)
+            assert got.keys() == want.keys()
+            for key in want:
+                torch.testing.assert_close(got[key], want[key], rtol=0, atol=0, msg=key)
+            torch.testing.assert_close(d.int_repr().cpu(), c.int_repr(), rtol=0, atol=0)
+            torch.testing.assert_close(d.dequantize().cpu(), c.dequantize(), rtol=0, atol=0)
+        else:
+            torch.testing.assert_close(d.cpu(), c, rtol=0, atol=0)
+
+
+CASES = {
+    "per_tensor_quint8": lambda d: per_tensor(d),
+    "per_tensor_qint8": lambda d: per_tensor(d, torch.qint8),
+    "per_tensor_qint32": lambda d: per_tensor(d, torch.qint32),
+    "per_tensor_tensor_qparams": lambda d: torch.quantize_per_tensor(
+        x(d), torch.tensor(0.05, device=d), torch.tensor(3, device=d), torch.quint8),
+    "per_tensor_dynamic": lambda d: torch.quantize_per_tensor_dynamic(x(d), torch.quint8, False),
+    "per_channel": lambda d: per_channel(d),
+    "per_channel_float_scales": lambda d: per_channel(d, torch.float32),
+    "per_channel_axis1": lambda d: per_channel(d, axis=1),
+    "int_repr": lambda d: per_tensor(d).int_repr(),
+    "dequantize": lambda d: per_channel(d).dequantize(),
+    "dequantize_list": lambda d: torch.dequantize([per_tensor(d), per_tensor(d, torch.qint8)]),
+    "parameters": lambda d: (per_tensor(d).q_scale(), per_tensor(d).q_zero_point(), per_channel(d).q_per_channel_axis(),
+                             per_channel(d).q_per_channel_scales(), per_channel(d).q_per_channel_zero_points()),
+    "transpose": lambda d: per_tensor(d).t(),
+    "slice": lambda d: per_tensor(d)[1:, ::2],
+    "relu": lambda d: torch.relu(per_tensor(d)),
+    "cat": lambda d: torch.cat([per_tensor(d), per_tensor(d)], 1),
+    "quantized_add": lambda d: torch.ops.quantized.add(per_tensor(d), per_tensor(d), 0.1, 0),
+    "copy_from_float": lambda d: per_tensor(d).copy_(x(d) * 0.5),
+    "make_per_tensor": lambda d: torch._make_per_tensor_quantized_tensor(
+        torch.arange(12, device=d, dtype=torch.uint8).reshape(3, 4), 0.5, 2),
+    "empty_affine": lambda d: torch._empty_affine_quantized([2, 3], scale=0.5, zero_point=1, dtype=torch.quint8,
+                                                             device=d).q_scale(),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_same_as_cpu(case):
+    assert_same(CASES[case])
+
+
+@pytest.mark.parametrize("make", [per_tensor, per_channel], ids=["per_tensor", "per_channel"])
+def test_copies_between_devices(make):
+    assert_same(lambda d: make("cpu").to(d))
+    back, want = make(DEV).cpu(), make("cpu")
+    assert back.device.type == "cpu" and back.qscheme() == want.qscheme()
+    for key, w in params(want).items():
+        got = params(back)[key]
+        if isinstance(got, torch.Tensor):
+            assert got.device.type == "cpu", f"{key} of a CPU tensor must not live in device memory"
+        torch.testing.assert_close(got, w, rtol=0, atol=0)
+    torch.testing.assert_close(back.int_repr(), want.int_repr(), rtol=0, atol=0)
+    torch.testing.assert_close(back.dequantize(), want.dequantize(), rtol=0, atol=0)
+
+
+def test_printing():
+    def words(t):  # the device line wraps where the CPU's does not
+        return " ".join(str(t).split())
+
+    assert words(per_tensor(DEV)) == words(per_tensor("cpu")).replace("size=", f"device='{DEV}:0', size=")
+
+
+def _raised(fn, d):
+    with pytest.raises(Exception) as info:
+        fn(d)
+        torch.openreg.synchronize()
+    return info
+
+
+@pytest.mark.parametrize("case", ["cat_per_channel", "copy_to_float", "quantize_int"])
+def test_errors_match_the_cpu(case):
+    fn = {
+        "cat_per_channel": lambda d: torch.cat([per_channel(d), per_channel(d)]),
+        "copy_to_float": lambda d: x(d).copy_(per_tensor(d)),
+        "quantize_int": lambda d: torch.quantize_per_tensor(torch.ones(3, dtype=torch.int32, device=d), 0.1, 0,
+                                                            torch.quint8),
+    }[case]
+    cpu, dev = _raised(fn, "cpu"), _raised(fn, DEV)
+    assert (dev.type, str(dev.value).split("\n")[0]) == (cpu.type, str(cpu.value).split("\n")[0])
+
+
+def test_op_without_a_cpu_kernel_raises_naming_it():
+    cpu, dev = _raised(lambda d: torch.cumsum(per_tensor(d), 0), "cpu"), _raised(
+        lambda d: torch.cumsum(per_tensor(d), 0), DEV)
+    assert cpu.type is dev.type is NotImplementedError
+    assert "'aten::cumsum.out' is not supported for openreg quantized tensors" in str(dev.value)

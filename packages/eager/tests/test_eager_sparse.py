@@ -1,0 +1,228 @@
+"""Sparse COO and compressed (CSR/CSC) tensors on openreg behave as on the CPU: each case runs the same call on
+both devices and compares layout, dtype, shape, coalescing, the member tensors (indices, values, compressed and
+plain indices) exactly, and nothing may run through the copy-to-CPU fallback."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import openreg_eager
+
+DEV = "openreg"
+INDICES = [[0, 1, 1, 0, 2], [2, 0, 2, 2, 3]]  # uncoalesced: (0, 2) twice
+VALUES = [3.0, 4.0, 5.0, 1.0, -2.0]
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    openreg_eager.reset_fallback_counts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's own sparse-invariant notice
+        yield
+    torch.openreg.synchronize()
+    assert openreg_eager.fallback_counts() == {}
+
+
+def coo(d, dtype=torch.float32):
+    return torch.sparse_coo_tensor(torch.tensor(INDICES, device=d), torch.tensor(VALUES, device=d, dtype=dtype), (3, 4))
+
+
+def dense(d):
+    return torch.tensor([[0.0, 1, 0, 2], [3, 0, 0, 0], [0, 4, 5, 0]], device=d)
+
+
+def members(t: torch.Tensor) -> dict:
+    """What a result is made of, on the CPU."""
+    if t.layout == torch.sparse_coo:
+        return {"indices": t._indices(), "values": t._values(), "coalesced": t.is_coalesced(),
+                "dims": (t.sparse_dim(), t.dense_dim())}
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return {"compressed": t.crow_indices(), "plain": t.col_indices(), "values": t.values()}
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return {"compressed": t.ccol_indices(), "plain": t.row_indices(), "values": t.values()}
+    return {"values": t}
+
+
+def assert_same(fn):
+    cpu, dev = fn("cpu"), fn(DEV)
+    cpu_list, dev_list = (cpu, dev) if isinstance(cpu, (tuple, list)) else ([cpu], [dev])
+    for c, d in zip(cpu_list, dev_list, strict=True):
+        assert d.device.type == DEV
+        assert (d.layout, d.dtype, d.shape) == (c.layout, c.dtype, c.shape)
+        got, want = members(d), members(c)
+        assert got.keys() == want.keys()
+        for key, w in want.items():
+            g = got[key]
+            if isinstance(w, torch.Tensor):
+                assert g.device.type == DEV, key
+                g = g.cpu()
+                assert (g.dtype, g.shape) == (w.dtype, w.shape), key
+                torch.testing.assert_close(g, w, rtol=0, atol=0, msg=key)
+            else:
+                assert g == w, key
+
+
+CASES = {
+    "construct": lambda d: coo(d),
+    "construct_device_arg": lambda d: torch.sparse_coo_tensor(torch.tensor(INDICES), torch.tensor(VALUES), (3, 4),
+                                                                   device=d),
+    "construct_double": lambda d: coo(d, torch.float64),
+    "coalesce": lambda d: coo(d).coalesce(),
+    "indices_values": lambda d: (coo(d)._indices(), coo(d)._values(), coo(d).coalesce().indices(),
+                                 coo(d).coalesce().values()),
+    "to_dense": lambda d: coo(d).to_dense(),
+    "dense_to_sparse": lambda d: dense(d).to_sparse(),
+    "dense_to_sparse_dim1": lambda d: dense(d).to_sparse(1),
+    "sparse_mm": lambda d: torch.sparse.mm(coo(d), dense(d).t()),
+    "mm": lambda d: torch.mm(coo(d), dense(d).t()),
+    "matmul": lambda d: coo(d) @ dense(d).t(),
+    "addmm": lambda d: torch.addmm(torch.ones(3, 3, device=d), coo(d), dense(d).t(), beta=0.5, alpha=2),
+    "sparse_sparse_mm": lambda d: torch.sparse.mm(coo(d), coo(d).t().coalesce()),
+    "add": lambda d: coo(d) + coo(d).coalesce(),
+    "sub": lambda d: coo(d) - 2 * coo(d),
+    "mul_scalar": lambda d: coo(d) * 3,
+    "mul_sparse": lambda d: coo(d).coalesce() * coo(d).coalesce(),
+    "neg": lambda d: -coo(d),
+    "dense_plus_sparse": lambda d: dense(d) + coo(d),
+    "dense_add_": lambda d: dense(d).add_(coo(d), alpha=-0.5),
+    "sum": lambda d: coo(d).sum(),
+    "sparse_sum_dim": lambda d: torch.sparse.sum(coo(d), 1),
+    "transpose": lambda d: coo(d).t(),
+    "index_select": lambda d: coo(d).index_select(1, torch.tensor([3, 0, 2], device=d)),
+    "sparse_mask": lambda d: dense(d).sparse_mask(coo(d).coalesce()),
+    "zero_": lambda d: coo(d).zero_(),
+    "to_sparse_csr": lambda d: dense(d).to_sparse_csr(),
+    "to_sparse_csc": lambda d: dense(d).to_sparse_csc(),
+    "coo_to_csr": lambda d: coo(d).to_sparse_csr(),
+    "csr_members": lambda d: (dense(d).to_sparse_csr().crow_indices(), dense(d).to_sparse_csr().col_indices()),
+    "csr_to_dense": lambda d: dense(d).to_sparse_csr().to_dense(),
+    "csr_to_coo": lambda d: dense(d).to_sparse_csr().to_sparse(),
+    "csr_mm": lambda d: torch.mm(dense(d).to_sparse_csr(), dense(d).t()),
+    "csr_construct": lambda d: torch.sparse_csr_tensor(
+        torch.tensor([0, 1, 3], device=d), torch.tensor([2, 0, 1], device=d), torch.tensor([1.0, 2, 3], device=d),
+        (2, 3)),
+    "csr_mul": lambda d: dense(d).to_sparse_csr() * 2,
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_same_as_cpu(case):
+    assert_same(CASES[case])
+
+
+@pytest.mark.parametrize("make", [coo, lambda d: dense(d).to_sparse_csr()], ids=["coo", "csr"])
+def test_copies_between_devices(make):
+    assert_same(lambda d: make("cpu").to(d))  # CPU -> device
+    back = make(DEV).cpu()
+    assert back.device.type == "cpu"
+    want = make("cpu")
+    for key, w in members(want).items():
+        torch.testing.assert_close(members(back)[key], w, rtol=0, atol=0)
+
+
+def test_members_share_device_memory():
+    """indices and values are views of the tensor's own members (zero-copy), as on the CPU."""
+    s = coo(DEV).coalesce()
+    s._values().mul_(10)
+    want = coo("cpu").coalesce()
+    want._values().mul_(10)
+    torch.testing.assert_close(s.to_dense().cpu(), want.to_dense())
+
+
+@pytest.mark.parametrize("make", [coo, lambda d: dense(d).to_sparse_csr()], ids=["coo", "csr"])
+def test_printing(make):
+    def words(t):  # the device line wraps where the CPU's does not
+        return " ".join(str(t).split())
+
+    assert words(make(DEV)) == words(make("cpu")).replace("size=", f"device='{DEV}:0', size=")
+
+
+def _embedding_training(d, make_optimizer, steps=3):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 3, sparse=True).to(d)
+    opt = make_optimizer(emb.parameters())
+    grads = []
+    for step in range(steps):
+        opt.zero_grad()
+        idx = torch.tensor([[1, 2, 1], [4, 1, 9 - step]], device=d)
+        (emb(idx) ** 2).sum().backward()
+        grads.append(emb.weight.grad)
+        opt.step()
+    return [*grads, emb.weight.detach()]
+
+
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [lambda p: torch.optim.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+     lambda p: torch.optim.Adagrad(p, lr=0.1), lambda p: torch.optim.SparseAdam(list(p), lr=0.1)],
+    ids=["sgd", "sgd_momentum", "adagrad", "sparse_adam"],
+)
+def test_embedding_sparse_gradients_and_step(make_optimizer):
+    assert_same(lambda d: _embedding_training(d, make_optimizer))
+
+
+def test_gradient_accumulates_across_backwards():
+    def run(d):
+        emb = torch.nn.Embedding(6, 2, sparse=True).to(d)
+        with torch.no_grad():
+            emb.weight.copy_(torch.arange(12.0, device=d).reshape(6, 2))
+        for idx in ([0, 3], [3, 5, 3]):
+            emb(torch.tensor(idx, device=d)).sum().backward()
+        return emb.weight.grad
+
+    assert_same(run)
+
+
+def test_sparse_mm_backward():
+    def run(d):
+        s = coo(d).coalesce().requires_grad_()
+        m = dense(d).t().contiguous().requires_grad_()
+        torch.sparse.mm(s, m).sum().backward()
+        return s.grad, m.grad
+
+    assert_same(run)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_csr_mm_reduce_backward(reduce):
+    """The CPU kernel keeps amax/amin's indices for backward only when an input requires grad."""
+
+    def run(d):
+        s = dense(d).to_sparse_csr().requires_grad_()
+        m = torch.arange(8.0, device=d).reshape(4, 2).requires_grad_()
+        out = torch.sparse.mm(s, m, reduce)
+        return (out, *torch.autograd.grad(out.sum(), (s, m)))
+
+    assert_same(run)
+
+
+def _raised(fn, d):
+    with pytest.raises(Exception) as info:
+        fn(d)
+        torch.openreg.synchronize()
+    return info
+
+
+def test_op_without_a_cpu_kernel_raises_naming_it():
+    cpu, dev = _raised(lambda d: torch.cumsum(coo(d), 0), "cpu"), _raised(lambda d: torch.cumsum(coo(d), 0), DEV)
+    assert cpu.type is dev.type is NotImplementedError
+    assert "'aten::cumsum' is not supported for openreg Sparse tensors" in str(dev.value)
+    assert ".to_dense()" in str(dev.value)
+
+
+@pytest.mark.parametrize("case", ["index_out_of_range", "mm_shapes"])
+def test_errors_match_the_cpu(case):
+    fn = {
+        "index_out_of_range": lambda d: coo(d).index_select(1, torch.tensor([7], device=d)),
+        "mm_shapes": lambda d: torch.sparse.mm(coo(d), torch.ones(5, 2, device=d)),
+    }[case]
+    cpu, dev = _raised(fn, "cpu"), _raised(fn, DEV)
+    assert (dev.type, str(dev.value).split("\n")[0]) == (cpu.type, str(cpu.value).split("\n")[0])
+
+
+def test_tensors_on_two_devices_raise():
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        coo(DEV) + coo("cpu")
