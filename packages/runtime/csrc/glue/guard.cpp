@@ -96,15 +96,10 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     device_allocator()->recordStream(ptr, stream);
   }
-  // The dtypes the CPU's kernels handle, less the quantized ones: openreg has no quantized tensors.
+  // Every dtype, as CUDA's: device memory holds any, and openreg-eager has kernels for each (quantized too).
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     checked([&] { check_device(index(d)); });
-    c10::DeviceCapability cap;
-    for (uint64_t quantized : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
-                               c10::kIndex_QUInt2x4}) {
-      cap.capability_data.capability_bits &= ~(1ULL << quantized);
-    }
-    return cap;
+    return {};
   }
 };
 
