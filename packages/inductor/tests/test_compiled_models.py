@@ -123,6 +123,34 @@ def test_compiled_model_matches_eager_cpu(name):
     assert_openreg_kernels(codes, expected_graphs=2)  # a forward and a backward graph at least
 
 
+class MaskedAttention(nn.Module):
+    """Attention over a (B, L, H, E) projection with a learned additive mask, broadcast over the batch."""
+
+    def __init__(self, dim=16, heads=2, length=5):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.bias = nn.Parameter(0.1 * torch.randn(1, heads, length, length))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        attn = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                              attn_mask=self.bias)
+        return attn.transpose(1, 2).reshape(b, t, d)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compiled_attention_calls_openregs_fused_kernels(dynamic):
+    """SDPA on openreg compiles to Inductor's fallback calls of openreg's fused attention kernels
+    (SDPBackend.OVERRIDEABLE), forward and backward, whose outputs match the layouts of torch's meta kernels
+    that the generated code asserts."""
+    codes = compare_compiled_model(MaskedAttention, _floats(2, 5, 16), compile_kwargs=dict(dynamic=dynamic))
+    code = "\n".join(codes)
+    assert "aten._scaled_dot_product_fused_attention_overrideable.default(" in code
+    assert "aten._scaled_dot_product_fused_attention_overrideable_backward.default(" in code
+
+
 def test_mlp_max_autotune_matches_eager_cpu():
     codes = compare_compiled_model(MLP, _floats(8, 16), compile_kwargs=dict(mode="max-autotune-no-cudagraphs"))
     assert_openreg_kernels(codes, expected_graphs=2)
