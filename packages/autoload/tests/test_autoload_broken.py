@@ -135,7 +135,7 @@ def test_import_torch_survives_and_using_the_device_says_why(shadow: Shadow, nam
     for error in result["errors"]:
         assert error is not None, result["errors"]
         kind, message = error
-        assert kind == "openreg._loader.LoadError"
+        assert kind == "openreg.LoadError"
         assert message in warned[0]
         assert message.startswith("the openreg device is unavailable: ")
         assert breakage.distribution in message and "Fix: " in message

@@ -46,10 +46,11 @@ def test_installed_at_import_torch_without_starting_the_device_and_only_once():
     state = run_json("""
         import json, sys, warnings, torch
         import openreg._torch_patches as p
+        from openreg import _loader
         first = p._shallow_copy
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a second registration would warn that it overrides the first
-            p.install()
+            p.install(_loader.load)
         print(json.dumps({"kind": type(first).__name__, "same": p._shallow_copy is first,
                           "loaded": [m for m in ("openreg_runtime", "openreg_eager") if m in sys.modules]}))
     """)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from types import ModuleType
 
 CHECK = """
 import torch._inductor.codegen.common as common, torch._inductor.compile_fx as compile_fx
@@ -40,7 +41,8 @@ EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", 
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():
-    assert _run("import torch, openreg, openreg._torch_patches as p; p.install()") == EXPECTED
+    prelude = "import torch, openreg, openreg._torch_patches as p, openreg._loader as loader; p.install(loader.load)"
+    assert _run(prelude) == EXPECTED
 
 
 def test_patches_land_when_inductor_was_imported_before_openreg():
@@ -61,3 +63,29 @@ def test_inductor_behaviour_for_other_devices_is_unchanged():
     """)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["True", "False", "True", "cpp", "cpp"]
+
+
+def _module(source: str) -> ModuleType:
+    module = ModuleType("fake_inductor_common")
+    exec(compile(textwrap.dedent(source), module.__name__, "exec"), module.__dict__)
+    return module
+
+
+def test_a_torch_that_calls_the_hook_is_recognised_by_its_code_not_its_text():
+    from openreg import _torch_patches
+
+    assert _torch_patches.calls_hook(_module("""
+        def init_backend_registration(device_module):
+            device_module._inductor_backend_init()
+    """))
+    assert _torch_patches.calls_hook(_module("""
+        class Registry:
+            def get(self, device_module):
+                return lambda: device_module._inductor_backend_init()
+    """))
+    assert not _torch_patches.calls_hook(_module('''
+        def init_backend_registration(device_module):
+            """A later torch may call _inductor_backend_init here."""  # text alone is not a call
+            return device_module
+    '''))
+    assert _torch_patches.torch_calls_hook() is False  # 2.13 and 2.14 do not, hence patch 1

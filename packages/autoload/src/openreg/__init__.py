@@ -54,9 +54,9 @@ def init() -> None:
 def __getattr__(name: str):
     # Looked up lazily: nothing at module level may raise, or `import torch` would fail with it.
     if name in ("LoadError", "LoadWarning"):
-        from . import _loader
+        from . import _state
 
-        return getattr(_loader, name)
+        return getattr(_state, name)
     raise AttributeError(f"module 'openreg' has no attribute {name!r}")
 
 

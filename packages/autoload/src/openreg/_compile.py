@@ -19,7 +19,7 @@ import threading
 import typing
 from typing import Any
 
-from . import _layers
+from . import _layers, _state
 
 # The codegen torch (2.13/2.14) asks the PrivateUse1 device module for with a plain getattr
 # (`torch.utils.backend_registration._get_custom_mod_func`); answered from the registration.
@@ -73,9 +73,7 @@ def module_getattr(name: str):
 def _compile_layer():
     """openreg_inductor, or None when openreg cannot compile here (why: `reason()`)."""
     global _import_error
-    from . import _loader
-
-    if _loader.problems() or _layers.package_dir(_layers.COMPILE) is None:
+    if _state.problems() or _layers.package_dir(_layers.COMPILE) is None:
         return None
     try:  # a broken compile layer must not break compiling for the CPU
         return importlib.import_module(_layers.COMPILE.module)
@@ -102,10 +100,8 @@ def supported() -> bool:
 
 
 def reason() -> str:
-    from . import _loader
-
-    if problems := _loader.problems():
-        return _loader.describe(problems)
+    if problems := _state.problems():
+        return _state.describe(problems)
     if _import_error is not None:
         cause = f"{type(_import_error).__name__}: {_import_error}"
         return ("torch.compile on the openreg device needs the compile layer, and openreg-inductor failed to import "

@@ -22,42 +22,18 @@ from pathlib import Path
 
 import torch
 
-from . import _compile, _layers, _torch_patches
+from . import _compile, _layers, _state, _torch_patches
 from ._layers import Problem
-
-
-class LoadError(RuntimeError):
-    """An openreg layer cannot load: the message names the layer, the cause and the fix."""
-
-
-class LoadWarning(RuntimeWarning):
-    """Warned once when an openreg layer cannot load."""
-
+from ._state import LoadError, LoadWarning
 
 _lock = threading.RLock()
 _how: str | None = None  # "autoload" or "import": how the device got enabled; None: not enabled
-_problems: list[Problem] | None = None  # None until the layers are loaded (then []) or found broken
 _loading = False
 _warned = False
 
 
 def how_enabled() -> str | None:
     return _how
-
-
-def problems() -> list[Problem]:
-    """What keeps the layers from loading, as far as is known now."""
-    return list(_problems or [])
-
-
-def loaded() -> bool:
-    return _problems == []
-
-
-def describe(found: list[Problem]) -> str:
-    if len(found) == 1:
-        return f"the openreg device is unavailable: {found[0]}"
-    return "the openreg device is unavailable:\n" + "\n".join(f"  - {p}" for p in found)
 
 
 def enable(how: str) -> None:
@@ -74,7 +50,7 @@ def enable(how: str) -> None:
                   "process can have only one. Fix: import one PrivateUse1 backend per process (set "
                   "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import the one you want).")
             return
-        _torch_patches.install()
+        _torch_patches.install(load)
         current = torch.__dict__.get("openreg")
         if current is not None and current is sys.modules.get("openreg_runtime.device"):
             # The runtime was imported before us (autoload off): adopt it, load the rest now.
@@ -88,7 +64,7 @@ def enable(how: str) -> None:
             torch.utils.rename_privateuse1_backend("openreg")
         if current is None:
             torch._register_device_module("openreg", _STAND_IN)
-        _hand_over_on_register()
+        _torch_patches.hand_over_device_module(_STAND_IN, _adopt)
         if not hasattr(torch.Tensor, "is_openreg"):
             torch.utils.generate_methods_for_privateuse1_backend(
                 for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
@@ -114,22 +90,22 @@ def _load_lazy_library() -> list[Problem]:
 
 def load() -> None:
     """Imports the installed layers once; raises LoadError, naming what failed, when they cannot load."""
-    global _problems, _loading
-    if _problems is None:
+    global _loading
+    if _state.found is None:
         with _lock:
-            if _problems is None and not _loading:  # re-entered while importing the layers: let it be
+            if _state.found is None and not _loading:  # re-entered while importing the layers: let it be
                 _loading = True
                 try:
                     found = _import_layers()
                 finally:
                     _loading = False
-                _problems = found
+                _state.found = found
                 if found:
                     _fail(found)
                 else:
                     _torch_patches.dynamo_ready()
-    if _problems:
-        raise LoadError(describe(_problems))
+    if _state.found:
+        raise LoadError(_state.describe(_state.found))
 
 
 def _import_layers() -> list[Problem]:
@@ -144,13 +120,12 @@ def _import_layers() -> list[Problem]:
 
 
 def _fail(found: list[Problem]) -> None:
-    global _problems
-    _problems = found
+    _state.found = found
     if torch.__dict__.get("openreg") is not _STAND_IN:  # the runtime's module, when only a layer above it failed
         torch.__dict__.pop("openreg", None)
         sys.modules.pop("torch.openreg", None)
         torch._register_device_module("openreg", _STAND_IN)
-    _warn(describe(found) + "\n`import torch` works; using the openreg device raises this error.")
+    _warn(_state.describe(found) + "\n`import torch` works; using the openreg device raises this error.")
 
 
 def _warn(message: str) -> None:
@@ -195,29 +170,6 @@ def _adopt(device: types.ModuleType) -> None:
         device.__getattr__ = _compile.module_getattr
 
 
-def _hand_over_on_register() -> None:
-    """The runtime registers its own `torch.openreg` when imported, and torch refuses a second module for a
-    device: for as long as the stand-in is registered, registering the runtime's module replaces it."""
-    original = torch._register_device_module
-    if getattr(original, "_openreg_original", None):
-        return
-
-    def _register_device_module(device_type, module):
-        current = torch.__dict__.get("openreg")
-        if current is _STAND_IN and module is not _STAND_IN and torch.device(device_type).type == "openreg":
-            del torch.openreg
-            sys.modules.pop("torch.openreg", None)
-            torch._register_device_module = original
-            original(device_type, module)
-            _adopt(module)
-        else:
-            original(device_type, module)
-
-    _register_device_module._openreg_original = original
-    _register_device_module.__doc__ = original.__doc__
-    torch._register_device_module = _register_device_module
-
-
 class _DeviceModule(types.ModuleType):
     """`torch.openreg` until the layers load (and for good when they cannot): the first use loads them and
     forwards to the runtime's device module; when they cannot load, using it raises LoadError."""
@@ -227,7 +179,7 @@ class _DeviceModule(types.ModuleType):
         _device()._lazy_init()
 
     def is_available(self) -> bool:
-        if _problems is None and not any(name.startswith("OPENREG_") for name in os.environ):
+        if _state.found is None and not any(name.startswith("OPENREG_") for name in os.environ):
             # Installed, intact as far as can be seen without loading, and default settings: yes. Cheap, because
             # torch asks on CPU-only paths too (every optimizer step checks the accelerator).
             return True
@@ -238,10 +190,10 @@ class _DeviceModule(types.ModuleType):
         return _device().is_available()
 
     def is_initialized(self) -> bool:
-        return loaded() and _device().is_initialized()
+        return _state.loaded() and _device().is_initialized()
 
     def _is_in_bad_fork(self) -> bool:
-        return loaded() and _device()._is_in_bad_fork()
+        return _state.loaded() and _device()._is_in_bad_fork()
 
     def _inductor_backend_init(self) -> None:
         _compile.backend_init()

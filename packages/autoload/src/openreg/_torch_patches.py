@@ -54,6 +54,11 @@ Sharing between processes, which torch asks of CUDA only (its IPC handles):
     not: a spawned process's argument failed, and a Queue's receiver waited forever while the sender's feeder thread
     printed the error. openreg tensors and storages go to openreg_runtime.multiprocessing instead (shared device
     memory); everything else to torch's reducers, unchanged.
+
+The device module's hand-over:
+
+11. `torch._register_device_module` refuses a second module for a device. Until openreg's layers load,
+    `torch.openreg` is a stand-in; while it is, registering the runtime's device module replaces it.
 """
 
 from __future__ import annotations
@@ -63,21 +68,38 @@ import importlib.machinery
 import inspect
 import sys
 import threading
+import types
 from collections.abc import Callable
 from types import ModuleType
 
 import torch
 
-from . import _compile
+from . import _compile, _state
 
 _lock = threading.Lock()
+_load_layers: Callable[[], None] | None = None  # what install() was given: loads openreg's layers
 
 
 def torch_calls_hook() -> bool:
     """Whether this torch runs device modules' `_inductor_backend_init` itself (needs Inductor imported)."""
     from torch._inductor.codegen import common
 
-    return "_inductor_backend_init" in inspect.getsource(common)
+    return calls_hook(common)
+
+
+def calls_hook(module: ModuleType) -> bool:
+    """Whether code of `module` (its functions and its classes' methods) names `_inductor_backend_init`: what the
+    code does, whatever its text or comments say."""
+    def names_hook(code: types.CodeType) -> bool:
+        return "_inductor_backend_init" in code.co_names or any(
+            names_hook(c) for c in code.co_consts if isinstance(c, types.CodeType))
+
+    def own(f) -> bool:
+        return inspect.isfunction(f) and f.__module__ == module.__name__
+
+    members = list(vars(module).values())
+    members += [f for c in members if inspect.isclass(c) and c.__module__ == module.__name__ for f in vars(c).values()]
+    return any(names_hook(f.__code__) for f in members if own(f))
 
 
 def run_hook() -> None:
@@ -156,9 +178,7 @@ GUARDED = ("current_device", "is_initialized")
 def dynamo_ready(module: ModuleType | None = None) -> None:
     """Registers openreg with Dynamo, if both Dynamo and openreg's layers are loaded (else later, by whichever
     of the two loads last)."""
-    from . import _loader
-
-    if "torch._dynamo" not in sys.modules or not _loader.loaded() or not _compile.register_device_interface():
+    if "torch._dynamo" not in sys.modules or not _state.loaded() or not _compile.register_device_interface():
         return
     from torch._dynamo.trace_rules import get_torch_obj_rule_map
     from torch._dynamo.variables import TorchInGraphFunctionVariable
@@ -229,12 +249,10 @@ def _patch_codecache(module: ModuleType) -> None:
 
 def _load_aoti(original):
     def load_aoti(file, model_name, *args, **kwargs):
-        from . import _loader
-
-        if not _loader.loaded():  # else the package's metadata need not be read twice
+        if not _state.loaded():  # else the package's metadata need not be read twice
             metadata = torch._C._aoti.AOTIModelPackageLoader.load_metadata_from_package(file, model_name)
-            if metadata.get("AOTI_DEVICE_KEY") == "openreg":
-                _loader.load()
+            if metadata.get("AOTI_DEVICE_KEY") == "openreg" and _load_layers is not None:
+                _load_layers()
         return original(file, model_name, *args, **kwargs)
 
     return load_aoti
@@ -357,9 +375,12 @@ class _Watcher:
         return spec
 
 
-def install() -> None:
-    """Installs the patches (idempotent); cheap: nothing of Dynamo or Inductor is imported, the device not started."""
+def install(load_layers: Callable[[], None]) -> None:
+    """Installs the patches (idempotent); cheap: nothing of Dynamo or Inductor is imported, the device not started.
+    `load_layers` loads openreg's layers (patch 7 needs them before an openreg package loads)."""
+    global _load_layers
     with _lock:
+        _load_layers = load_layers
         _patch_compile_options()
         _patch_shallow_copy()
         _replace([torch.UntypedStorage], "_byteswap", _byteswap)
@@ -369,3 +390,27 @@ def install() -> None:
         for name, patch in WATCHED.items():
             if name in sys.modules:  # imported before openreg was
                 patch(sys.modules[name])
+
+
+def hand_over_device_module(stand_in: ModuleType, adopt: Callable[[ModuleType], None]) -> None:
+    """Patch 11: for as long as `stand_in` is `torch.openreg`, registering another module for the device replaces
+    it (the runtime registers its own when imported, and torch refuses a second module for a device); `adopt`
+    then gets the new module."""
+    original = torch._register_device_module
+    if getattr(original, "_openreg_original", None):
+        return
+
+    def _register_device_module(device_type, module):
+        current = torch.__dict__.get("openreg")
+        if current is stand_in and module is not stand_in and torch.device(device_type).type == "openreg":
+            del torch.openreg
+            sys.modules.pop("torch.openreg", None)
+            torch._register_device_module = original
+            original(device_type, module)
+            adopt(module)
+        else:
+            original(device_type, module)
+
+    _register_device_module._openreg_original = original
+    _register_device_module.__doc__ = original.__doc__
+    torch._register_device_module = _register_device_module

@@ -3,43 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-from pathlib import Path
 
 import torch
 
-from . import __version__
-
-
-def _positive(kind: type, what: str):
-    """An argparse type: a finite `kind` above 0 (a nan or infinite time would never end)."""
-
-    def positive(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
-        return value
-
-    return positive
-
-
-def _output_file(text: str) -> Path:
-    """An argparse type: a file that can be written, checked before minutes of work that it would receive."""
-    path = Path(text)
-    if path.is_dir():
-        problem = "it is a folder: name a file in it"
-    elif not path.parent.is_dir():
-        problem = f"there is no folder {path.parent}: create it first, or name a file in an existing folder"
-    elif not os.access(path if path.exists() else path.parent, os.W_OK):
-        problem = "permission denied: name a file you can write"
-    else:
-        return path
-    raise argparse.ArgumentTypeError(f"cannot write {text}: {problem}")
+from ._arguments import add_timing_arguments, output_file, positive
+from ._layers import VERSION
 
 
 def _openreg_device(text: str) -> torch.device:
@@ -54,16 +24,9 @@ def _openreg_device(text: str) -> torch.device:
     return device
 
 
-def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
-    """--json and --min-run-time, shared by `openreg bench` and benchmarks/*.py."""
-    parser.add_argument("--json", type=_output_file, metavar="PATH", help="also write the figures to PATH as JSON")
-    parser.add_argument("--min-run-time", type=_positive(float, "a finite number of seconds above 0, e.g. 0.5"),
-                        default=0.5, metavar="SECONDS", help="minimum time spent timing each statement (default 0.5)")
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openreg", description="openreg: a simulated PyTorch accelerator.")
-    parser.add_argument("--version", action="version", version=f"openreg {__version__}")
+    parser.add_argument("--version", action="version", version=f"openreg {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     doctor = commands.add_parser("doctor", help="check the installation: torch, layers, autoload, devices, modes",
@@ -75,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="train a small model on openreg and on the CPU, and compare",
                                description="Trains a small MLP on openreg (eagerly, then compiled when the compile "
                                            "layer is installed) and on the CPU, and compares losses and time.")
-    demo.add_argument("--epochs", type=_positive(int, "a whole number of epochs, 1 or more"), default=5,
+    demo.add_argument("--epochs", type=positive(int, "a whole number of epochs, 1 or more"), default=5,
                       help="epochs to train (default 5)")
     demo.add_argument("--device", type=_openreg_device, default="openreg",
                       help="the openreg device to train on (default openreg)")
@@ -86,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--suite", action="append", choices=["runtime", "eager", "compile"],
                        help="run this suite only (repeatable; default: all, compile only with openreg[compile])")
     add_timing_arguments(bench)
-    bench.add_argument("--plot", type=_output_file, metavar="PATH",
+    bench.add_argument("--plot", type=output_file, metavar="PATH",
                        help='also write a PNG chart of the ratios to PATH (needs matplotlib: pip install '
                             '"openreg[plot]")')
     return parser

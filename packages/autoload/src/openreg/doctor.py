@@ -13,7 +13,8 @@ from importlib import metadata
 
 import torch
 
-from . import __version__, _compile, _layers, _loader
+from . import _compile, _layers, _loader, _state
+from ._layers import VERSION
 
 GiB = 1 << 30
 
@@ -23,14 +24,14 @@ def doctor(require: list[str] | tuple[str, ...] = ()) -> int:
     problems: list[str] = []
     try:
         _loader.load()
-    except _loader.LoadError:
+    except _state.LoadError:
         pass  # listed below, layer by layer
     show("torch", f"{torch.__version__} ({_torch_build()})")
     show("python", f"{platform.python_version()} ({sys.executable})")
-    show("openreg", __version__)
+    show("openreg", VERSION)
     _report_layers(problems, require)
     _report_autoload(problems)
-    if _loader.loaded():
+    if _state.loaded():
         _report_devices(problems)
     print()
     if not problems:
@@ -58,7 +59,7 @@ def _torch_build() -> str:
 
 
 def _report_layers(problems: list[str], require) -> None:
-    failed = {p.layer: p for p in _loader.problems()}
+    failed = {p.layer: p for p in _state.problems()}
     for layer in _layers.LAYERS:
         version = _layers.version(layer)
         if layer in failed:
@@ -77,9 +78,9 @@ def _report_layers(problems: list[str], require) -> None:
             status = "installed" if _compile.supported() else f"installed, but unusable: {_compile.reason()}"
         else:
             status = "loaded" if layer.module in sys.modules else "installed, not loaded"
-        if version is not None and version != __version__:
-            problems.append(f"{layer.distribution} {version} does not match openreg {__version__}. "
-                            f"Fix: pip install {layer.distribution}=={__version__}")
+        if version is not None and version != VERSION:
+            problems.append(f"{layer.distribution} {version} does not match openreg {VERSION}. "
+                            f"Fix: pip install {layer.distribution}=={VERSION}")
         built = ""
         if layer.compiled and version is not None:
             built_for = getattr(sys.modules.get(layer.module), "BUILT_FOR_TORCH", None) or _layers.built_for(layer)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import __version__
+from .._layers import VERSION
 from . import compile, eager, runtime
 
 SUITES = {"runtime": runtime.SUITE, "eager": eager.SUITE, "compile": compile.SUITE}
@@ -30,7 +30,7 @@ def bench(suites: list[str], json_path: Path | None = None, plot_path: Path | No
             print()
         figures[name] = run_suite(SUITES[name], min_run_time)
     if json_path is not None:
-        json_path.write_text(json.dumps({"openreg": __version__, "suites": figures}, indent=2) + "\n")
+        json_path.write_text(json.dumps({"openreg": VERSION, "suites": figures}, indent=2) + "\n")
         print(f"wrote {json_path}")
     if plot_path is not None:
         from .plot import plot

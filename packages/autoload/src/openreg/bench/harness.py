@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.utils.benchmark as benchmark
 
+from .._arguments import add_timing_arguments
+
 
 @dataclass
 class Case:
@@ -90,8 +92,6 @@ def run_suite(suite: Suite, min_run_time: float) -> dict:
 
 def script(suite: Suite, argv: list[str] | None = None) -> None:
     """The command line of one suite (benchmarks/<suite>.py): [--json PATH] [--min-run-time SECONDS]."""
-    from ..cli import add_timing_arguments
-
     parser = argparse.ArgumentParser(description=suite.title)
     add_timing_arguments(parser)
     args = parser.parse_args(argv)
