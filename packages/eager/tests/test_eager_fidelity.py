@@ -366,3 +366,62 @@ def test_a_failure_marks_only_the_tensor_it_was_launched_for():
     assert z.cpu().tolist() == [5.0, 5.0]
     assert (z * 2).cpu().tolist() == [10.0, 10.0]
     assert empty.cpu().tolist() == []
+
+
+def _nonzero_into(shape):
+    def fn(d):
+        out = torch.empty(shape, dtype=torch.long, device=d)
+        torch.nonzero(torch.tensor([0.0, 1.0, 0.0, 2.0], device=d), out=out)
+        return out
+
+    return fn
+
+
+GROWS_PAST_ITS_STORAGE = pytest.mark.xfail(
+    strict=True, reason="openreg bug: an out= tensor the CPU kernel grows past its storage goes through the CPU "
+    "fallback, which warns and lays the result out contiguously (the CPU's nonzero gives strides (1, n))")
+
+
+@pytest.mark.parametrize("shape", [pytest.param((), marks=GROWS_PAST_ITS_STORAGE),
+                                   pytest.param((0,), marks=GROWS_PAST_ITS_STORAGE), (2, 1), (5,), (3, 4)], ids=str)
+def test_a_data_dependent_out_is_resized_as_on_the_cpu(shape):
+    """nonzero(out=) resizes its out tensor to the result's shape, whatever its storage held."""
+    assert_same_outcome(_nonzero_into(shape))
+
+
+def test_a_range_read_from_the_values_is_checked_at_the_call():
+    """histc with min == max takes its range from the input, which CUDA reads on the host: a non-finite one raises
+    at the call, also once a good call of the same signature has run (and queued the next ones)."""
+    torch.histc(torch.tensor([2.0, 5.0], device="openreg"))
+    assert_same_outcome(lambda d: torch.histc(torch.tensor([float("-inf"), float("inf")], device=d)))
+    assert_same_outcome(lambda d: torch.histc(torch.tensor([1.0, 2.0, 2.5], device=d), bins=3, min=0, max=3))
+
+
+def test_a_call_that_fails_at_the_call_leaves_its_arguments_readable():
+    """An error raised at the call is the caller's, as on the CPU: the out= tensor it was given stays valid."""
+    def fn(d):
+        v = torch.tensor([1, 2, 3], device=d)
+        with pytest.raises(RuntimeError, match="output tensor's dtype is wrong"):
+            torch.searchsorted(v, v, out=v, out_int32=True)
+        return v
+
+    assert_same_outcome(fn)
+
+
+CPU_ARGUMENTS = {
+    "out= a CPU scalar": lambda: torch.nonzero(torch.ones(2, device="openreg"), out=torch.empty([], dtype=torch.long)),
+    "reduction into a CPU scalar": lambda: torch.sum(torch.ones(2, 2, device="openreg"), dim=0, out=torch.empty([])),
+    "in-place on a CPU scalar": lambda: torch.tensor(1.0).add_(torch.ones([], device="openreg")),
+    "index_put_ with CPU values": lambda: torch.zeros(5, device="openreg").index_put_(
+        (torch.tensor([0, 1]),), torch.tensor([1.0, 2.0]), accumulate=True),
+}
+
+
+@pytest.mark.parametrize("case", CPU_ARGUMENTS)
+def test_a_cpu_tensor_may_be_read_as_a_scalar_or_an_index_but_never_written(case):
+    """CUDA's rule: a CPU scalar may be an input, CPU indices may index, nothing else on the CPU takes part."""
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        CPU_ARGUMENTS[case]()
+    x = torch.zeros(5, device="openreg")
+    x.index_put_((torch.tensor([0, 1]),), torch.tensor(3.0))  # CPU indices, a CPU scalar value
+    assert (x * torch.tensor(2.0)).cpu().tolist() == [6.0, 6.0, 0.0, 0.0, 0.0]

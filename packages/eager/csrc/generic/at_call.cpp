@@ -122,7 +122,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
     HostAccess access(touches.data(), touches.size());
     try {
       glue::checked([&] {  // an input a failed task left invalid raises that failure
-        call.guarded(op, {}, allocation_clock(), [&] {
+        call.guarded(op, {}, std::nullopt, [&] {
           if (!via_out) {
             out = call.run(op);
             return;

@@ -115,14 +115,17 @@ glue::Touches HostCall::touches() const {
   return touches;
 }
 
-void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra, uint64_t launched_at,
-                       c10::function_ref<void()> kernel) const {
+void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra,
+                       std::optional<uint64_t> queued_at, c10::function_ref<void()> kernel) const {
   const auto& schema = op.schema().arguments();
   auto writes = [&](const View& v) {
     const auto arg = static_cast<size_t>(v.arg);
     return v.arg >= n_inputs_ || (arg < schema.size() && schema[arg].alias_info() && schema[arg].alias_info()->isWrite());
   };
+  // At the call, a failure is the caller's (as on the CPU) and the clock is now.
+  const uint64_t launched_at = queued_at.value_or(allocation_clock());
   auto mark = [&](const std::shared_ptr<const AsyncError>& failure) {
+    if (failure && !queued_at) return;
     auto set = [&](const void* base) { failure ? poison(base, launched_at, failure) : unpoison(base, launched_at); };
     for (const View& v : views_) {
       if (writes(v)) set(v.alias.base);

@@ -10,6 +10,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "openreg/glue/launch.h"
@@ -33,12 +34,13 @@ class HostCall {
   // Device memory the call reads or writes (opened by strict mode).
   glue::Touches touches() const;
 
-  // Runs `kernel` (a call of `op`, in a task) keeping track of which device
-  // memory holds valid data: an input that a failed task wrote fails this call
-  // too, with that failure; a failure leaves what the call writes (`extra`:
-  // results it copies into) invalid, a success makes it valid. `launched_at`:
-  // allocation_clock() once the call's results existed (see poison.h).
-  void guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra, uint64_t launched_at,
+  // Runs `kernel` (a call of `op`) keeping track of which device memory holds
+  // valid data: an input that a failed task wrote fails this call too, with
+  // that failure; a success makes what the call writes (`extra`: results it
+  // copies into) valid. A queued call's failure leaves that invalid:
+  // `queued_at` is allocation_clock() at its launch, once its results existed
+  // (see poison.h); a call at the call (nullopt) raises its failure there.
+  void guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra, std::optional<uint64_t> queued_at,
                c10::function_ref<void()> kernel) const;
 
  private:

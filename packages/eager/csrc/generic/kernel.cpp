@@ -197,15 +197,21 @@ const bool g_structured = [] {
 
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   std::optional<c10::Device> device, other;
-  for_each_tensor(args, [&](const at::Tensor& t) {
-    if (!t.defined()) return;
-    if (t.device().type() == kOpenreg) {
-      if (!device) device = t.device();
-      else if (t.device() != *device && !other) other = t.device();
-    } else if (!(t.is_cpu() && (t.dim() == 0 || info.cpu_indices_ok)) && !other) {
-      other = t.device();
-    }
-  });
+  const auto& schema = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    // As on CUDA: a CPU scalar may be read, never written; index ops take CPU indices (only).
+    const bool written = i < schema.size() && schema[i].alias_info() && schema[i].alias_info()->isWrite();
+    const bool indices = info.cpu_indices_ok && i < schema.size() && schema[i].name() == "indices";
+    for_each_tensor(args.slice(i, 1), [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      if (t.device().type() == kOpenreg) {
+        if (!device) device = t.device();
+        else if (t.device() != *device && !other) other = t.device();
+      } else if (!(t.is_cpu() && !written && (t.dim() == 0 || indices)) && !other) {
+        other = t.device();
+      }
+    });
+  }
   if (device && other) {
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
                 " and ", *other, "! (in '", op.schema().operator_name(), "'). Move them to one device with .to().");
@@ -244,7 +250,8 @@ static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::I
   if (info.view) return run_view(op, args, info);
   const bool host = info.host_result ||
                     (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool()) ||
-                    (info.cpu_indices_ok && has_mask_index(args));
+                    (info.cpu_indices_ok && has_mask_index(args)) ||
+                    (info.range_from_values && args[2].toScalar().toDouble() == args[3].toScalar().toDouble());
   if (!host) {
     if (auto meta = infer_meta(op, args, /*use_cache=*/true)) {
       if (meta->verdict == Verdict::Queue && !openreg::in_task()) return run_async(op, args, info, device, *meta);

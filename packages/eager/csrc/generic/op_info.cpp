@@ -92,6 +92,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info.cpu_indices_ok = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
                         name == "aten::_index_put_impl_";
+  info.range_from_values = name == "aten::histc";
   return info;
 }
 

@@ -27,8 +27,11 @@ struct OpInfo {
   bool has_cpu_kernel = false;
   // Index of a `training` flag that, when false, sends the op to the host, or -1.
   int host_unless_training = -1;
-  // Accepts CPU index tensors alongside device tensors, as CUDA does.
+  // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
+  // histc: with min == max its range comes from the input's values, which CUDA
+  // reads on the host, raising a non-finite range at the call; so does openreg.
+  bool range_from_values = false;
 };
 
 const OpInfo& op_info(const c10::OperatorHandle& op);
