@@ -105,8 +105,8 @@ def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = 
 def tests(session: nox.Session, torch: str) -> None:
     """pytest against the installed wheels; arguments after -- go to pytest. Without paths, every packages/*/tests
     folder, less what runs elsewhere: on the oldest torch the OpInfo sweep is `conformance`'s (every dtype), on the
-    newest the models (MODEL_LIBRARIES installed here) and the float32 sweep run here, and the release-independent
-    files (OLDEST_ONLY) only on the oldest."""
+    newest the models (MODEL_LIBRARIES installed here) and the float32 sweep run here, the release-independent
+    files (OLDEST_ONLY) only on the oldest, and on the oldest what `variants` runs there (_run_elsewhere)."""
     install_openreg(session, torch)
     # Paths given after -- are taken relative to the checkout.
     args = [str(ROOT / a) if _is_path(ROOT / a) else a for a in session.posargs]
@@ -124,9 +124,11 @@ def tests(session: nox.Session, torch: str) -> None:
 
 
 def _run_elsewhere(torch: str) -> list[Path]:
-    """What a whole `tests` run on `torch` leaves to other sessions or releases."""
+    """What a whole `tests` run on `torch` leaves to other sessions or releases. On the oldest, `variants` runs the
+    runtime's, import and command-line tests in environments holding only part of openreg (so each passes without
+    the layers above it), and they are not run a second time beside every layer."""
     if torch == TORCH[0]:
-        return [MODELS_TESTS, CONFORMANCE_TESTS]
+        return [MODELS_TESTS, CONFORMANCE_TESTS, *_VARIANT_ONLY]
     return OLDEST_ONLY + ([] if torch == TORCH[-1] else [MODELS_TESTS])
 
 
@@ -192,6 +194,11 @@ VARIANTS = {
     "compile": ("openreg[compile,plot]",
                 ["autoload/tests/test_autoload_variants.py", "autoload/tests/test_autoload_cli.py"]),
 }
+
+
+# What `variants` runs on the oldest torch for `tests` (the check of the variant itself runs in both).
+_VARIANT_ONLY = sorted({ROOT / "packages" / t for _, tests in VARIANTS.values() for t in tests
+                        if not t.endswith("test_autoload_variants.py")})
 
 
 @nox.session
