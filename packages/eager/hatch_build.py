@@ -14,7 +14,7 @@ PACKAGE = ROOT / "src" / "openreg_eager"
 
 class CustomMetadataHook(MetadataHookInterface):
     def update(self, metadata):
-        metadata["dependencies"] = ["openreg-runtime==0.1.0", f"torch=={b.torch_release()}"]
+        metadata["dependencies"] = [f"openreg-runtime=={metadata['version']}", f"torch=={b.torch_release()}"]
 
 
 class CustomBuildHook(BuildHookInterface):

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from autoload_helpers import Shadow, run_json, run_openreg
+from autoload_helpers import VERSION, Shadow, run_openreg
+
+from openreg_runtime.testing import run_json
 
 
 def _built_for_another_torch(package: Path) -> None:
@@ -64,7 +66,7 @@ BREAKAGES = {
     "eager extension not a module": Breakage("openreg_eager", _extension_of_another_library, "openreg-eager",
                                              ("failed to import", "PyInit__C", "--force-reinstall"), at_import=False),
     "eager not installed": Breakage("openreg_eager", None, "openreg-eager",
-                                    ("is not installed", "pip install openreg-eager==0.1.0")),
+                                    ("is not installed", f"pip install openreg-eager=={VERSION}")),
 }
 
 # Hides a module as if it were not installed; the probe script starts with it when asked to.
@@ -191,7 +193,7 @@ def test_a_broken_compile_layer_leaves_the_rest_working(shadow: Shadow):
     """, env=shadow.env())
     assert result["probe"] == "Scheduling" and result["eager"] == [2.0, 2.0]  # the stand-in
     assert "openreg-inductor failed to import (ImportError: half-installed)" in result["reason"]
-    assert "pip install --force-reinstall --no-deps openreg-inductor==0.1.0" in result["reason"]
+    assert f"pip install --force-reinstall --no-deps openreg-inductor=={VERSION}" in result["reason"]
 
 
 if sys.platform != "linux":  # the ELF checks are Linux-only

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from autoload_helpers import ROOT, clean_env, installed, run_openreg, run_python
+from autoload_helpers import ROOT, VERSION, installed, run_openreg
 
 import openreg_eager
 import openreg_runtime
+from openreg_runtime.testing import clean_env, run_python
 
 
 def test_console_script_and_module_are_the_same_command():
@@ -25,7 +26,7 @@ def test_console_script_and_module_are_the_same_command():
     assert out.returncode == 0
     for command in ("doctor", "demo", "bench"):
         assert command in out.stdout
-    assert run_openreg("--version").stdout.strip() == "openreg 0.1.0"
+    assert run_openreg("--version").stdout.strip() == f"openreg {VERSION}"
     assert run_openreg("frobnicate").returncode == 2
 
 
@@ -120,7 +121,7 @@ def test_bench_prints_ratios_and_writes_json_and_a_chart(tmp_path: Path):
     assert "openreg runtime vs CPU" in out.stdout and "openreg eager vs CPU" in out.stdout
     assert re.search(r"^copy host->openreg 64 MiB\s+[\d.]+us\s+[\d.]+us\s+[\d.]+x", out.stdout, re.MULTILINE)
     data = json.loads(figures.read_text())
-    assert data["openreg"] == "0.1.0" and list(data["suites"]) == ["runtime", "eager"]
+    assert data["openreg"] == VERSION and list(data["suites"]) == ["runtime", "eager"]
     _check_figures(data["suites"]["runtime"]["results"], 4)
     _check_figures(data["suites"]["eager"]["results"], 5)
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -146,7 +147,7 @@ def test_benchmark_scripts_run_the_same_suites(tmp_path: Path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("openreg runtime vs CPU\n")
     data = json.loads(figures.read_text())
-    assert data["openreg-runtime"] == "0.1.0" and data["threads"] >= 1
+    assert data["openreg-runtime"] == VERSION and data["threads"] >= 1
     _check_figures(data["results"], 4)
 
 

@@ -4,7 +4,8 @@ stack trace, while torch.compile on CPU tensors works as usual (before and after
 from __future__ import annotations
 
 import pytest
-from autoload_helpers import run_python
+
+from openreg_runtime.testing import run_python
 
 SCRIPT = """
 import sys, torch

@@ -8,7 +8,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from autoload_helpers import run_json
+
+from openreg_runtime.testing import run_json
 
 FRESH = """
     import json, sys, torch

@@ -6,7 +6,9 @@ import re
 from importlib import metadata
 
 import pytest
-from autoload_helpers import run_json, run_python
+from autoload_helpers import VERSION
+
+from openreg_runtime.testing import run_json, run_python
 
 HEAVY = ["torch._dynamo", "torch._inductor", "openreg_inductor", "openreg_runtime", "openreg_eager"]
 
@@ -15,7 +17,9 @@ def test_entry_point_is_declared():
     points = [e for e in metadata.entry_points(group="torch.backends") if e.name == "openreg"]
     assert [e.value for e in points] == ["openreg:_autoload"]
     requires = set(metadata.requires("openreg"))
-    assert {"openreg-runtime==0.1.0", "openreg-eager==0.1.0", "openreg-inductor==0.1.0; extra == 'compile'"} <= requires
+    pinned = {f"openreg-runtime=={VERSION}", f"openreg-eager=={VERSION}",
+              f"openreg-inductor=={VERSION}; extra == 'compile'"}
+    assert pinned <= requires
 
 
 def test_import_torch_alone_gives_a_working_device():

@@ -12,6 +12,7 @@ import openreg
 PACKAGE = Path(openreg.__file__).parent
 # Lowest first; a module may import only modules of a lower rank.
 RANKS = [
+    {"_version"},  # written at build time
     {"_layers", "_arguments"},  # what is known without importing anything of openreg
     {"_state"},  # whether the layers are loaded
     {"_compile"},  # torch.compile's hook and options

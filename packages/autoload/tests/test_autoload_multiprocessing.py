@@ -10,7 +10,8 @@ import sys
 import textwrap
 
 import pytest
-from autoload_helpers import clean_env
+
+from openreg_runtime.testing import clean_env
 
 PRELUDE = """
 import json, sys, torch, torch.multiprocessing as mp
@@ -106,3 +107,4 @@ def test_a_non_leaf_that_requires_grad_is_refused_as_on_the_cpu(tmp_path, device
             print(json.dumps({{"raised": str(e)}}))
     """)
     assert out["raised"] and out["raised"].startswith("Cowardly refusing to serialize non-leaf tensor")
+

@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from autoload_helpers import run_json
 
 from openreg import _torch_patches
+from openreg_runtime.testing import run_json
 
 DEVICE = "openreg"
 TOL = dict(atol=1e-5, rtol=1e-5)

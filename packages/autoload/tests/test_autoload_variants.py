@@ -14,7 +14,9 @@ import os
 from importlib import metadata
 
 import pytest
-from autoload_helpers import installed, run_python
+from autoload_helpers import installed
+
+from openreg_runtime.testing import run_python
 
 DISTRIBUTIONS = {
     "runtime": {"openreg-runtime"},

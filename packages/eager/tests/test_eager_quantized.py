@@ -4,24 +4,14 @@ values, and nothing may run through the copy-to-CPU fallback."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
-
-import openreg_eager
 
 DEV = "openreg"
 
 
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    openreg_eager.reset_fallback_counts()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch's deprecation notice for quantized dtypes
-        yield
-    torch.openreg.synchronize()
-    assert openreg_eager.fallback_counts() == {}
+# torch warns that quantized dtypes are deprecated.
+pytestmark = [pytest.mark.usefixtures("no_fallback"), pytest.mark.filterwarnings("ignore::UserWarning")]
 
 
 def x(d):

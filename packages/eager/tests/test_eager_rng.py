@@ -18,12 +18,6 @@ D0 = torch.device("openreg:0")
 D1 = torch.device("openreg:1")
 
 
-@pytest.fixture(autouse=True)
-def _current_device():
-    yield
-    torch.openreg.set_device(0)
-
-
 def _probs(device):
     return torch.tensor([[0.1, 0.0, 0.5, 0.4], [0.25, 0.25, 0.25, 0.25]], device=device)
 

@@ -7,10 +7,6 @@ non-contiguous inputs, dtype promotion, and asynchronous errors.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 import time
 import warnings
 
@@ -19,29 +15,15 @@ import torch
 from torch.testing import assert_close
 
 import openreg_eager  # noqa: F401  (registers the openreg kernels)
+from openreg_runtime.testing import run_python
 
 D0 = torch.device("openreg:0")
 D1 = torch.device("openreg:1")
 
 
-@pytest.fixture(autouse=True)
-def _current_device_and_streams():
-    yield
-    for idx in range(torch.openreg.device_count()):
-        torch.openreg.set_stream(torch.openreg.default_stream(idx))
-    torch.openreg.set_device(0)
-
-
 def _cpu_randn(*shape, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=g).to(dtype)
-
-
-def _run_python(code: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-    clean.update(env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=clean, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- asynchronous execution
@@ -450,7 +432,7 @@ def test_out_variant_resize_follows_input_layout():
 def test_inplace_restride():
     """as_strided_ / resize_ change a device tensor's own metadata (run in a child process:
     a crash here must not take the test session down)."""
-    proc = _run_python(
+    proc = run_python(
         """
         import torch, openreg_eager
         c = torch.arange(6.0).to("openreg")
@@ -474,7 +456,7 @@ def test_strict_mode_opens_every_argument_kind():
     """Under OPENREG_STRICT=1 device memory is closed to the host except for what a task names:
     every kind of argument the generic kernel captures (a tensor, a tensor list, an optional-tensor
     list, an out= tensor, a strided view, a host-run op) must be named, or the task faults."""
-    proc = _run_python(
+    proc = run_python(
         """
         import torch, openreg_eager
         from torch.testing import assert_close
@@ -726,7 +708,7 @@ def test_async_kernel_error_on_second_device():
 
 
 def test_launch_blocking_raises_at_the_call():
-    proc = _run_python(
+    proc = run_python(
         """
         import torch, openreg_eager
         x = torch.arange(3.0).to("openreg")

@@ -14,40 +14,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import openreg_eager
+from openreg_runtime.testing.models import MLP, ConvBN
 
 DEVICE = "openreg"
 STEPS = 5
 TOL = dict(atol=1e-4, rtol=1e-4)
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-class ConvBN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        # No bias before a BatchNorm: its gradient is rounding noise, which Adam's normalisation turns into
-        # full-size steps, so comparing it with the CPU's compares noise.
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1, bias=False),
-            nn.BatchNorm2d(8),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(8, 8, 3, padding=1, bias=False),
-            nn.BatchNorm2d(8),
-            nn.ReLU(),
-        )
-        self.head = nn.Linear(8 * 4 * 4, 4)
-
-    def forward(self, x):
-        return self.head(torch.flatten(self.features(x), 1))
 
 
 class LayerNormNet(nn.Module):
@@ -105,13 +76,7 @@ MODES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_fallback():
-    """Every training loop here must run without the CPU fallback."""
-    openreg_eager.reset_fallback_counts()
-    yield
-    torch.openreg.synchronize()
-    assert openreg_eager.fallback_counts() == {}, "hot training ops ran through the CPU fallback"
+pytestmark = pytest.mark.usefixtures("no_fallback")  # hot training ops have kernels of their own
 
 
 def _data(shape, n_classes=4, seed=1234):

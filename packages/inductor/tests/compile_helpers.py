@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from unittest import mock
 
 import torch
 import torch.nn as nn
+
+from openreg_runtime import testing
 
 DEVICE = "openreg"
 # float32, but compiled kernels may fuse and reorder reductions differently from eager ATen kernels.
@@ -27,10 +25,7 @@ def reset() -> None:
     """A clean slate for one test: no compiled code from the previous one, openreg:0 current, default
     streams current on every device."""
     torch._dynamo.reset()
-    torch.openreg.synchronize()
-    for idx in range(torch.openreg.device_count()):
-        torch.openreg.set_stream(torch.openreg.default_stream(idx))
-    torch.openreg.set_device(0)
+    testing.restore_device_state()
 
 
 @contextlib.contextmanager
@@ -149,11 +144,3 @@ def compare_compiled_model(
         assert dev_buffers[name].device.type == DEVICE
         assert_close_cpu(dev_buffers[name], ref, what=f"buffer {name}", **tol)
     return codes
-
-
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter (openreg reads its OPENREG_* configuration once per process)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OPENREG_")}
-    clean.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=clean, capture_output=True,
-                          text=True, timeout=timeout)

@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from compile_helpers import run_python
 from torch.export.pt2_archive._package import load_pt2
 
 import openreg_eager
+from openreg_runtime.testing import run_python
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

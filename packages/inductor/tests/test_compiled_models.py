@@ -23,40 +23,14 @@ from compile_helpers import (
     reset,
 )
 
+from openreg_runtime.testing.models import MLP, ConvBN
+
 
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     reset()
     yield
     reset()
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
-
-    def forward(self, x):
-        return self.net(x)
-
-
-class CNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1),
-            nn.BatchNorm2d(8),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(8, 8, 3, padding=1, bias=False),
-            nn.BatchNorm2d(8),
-            nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),
-        )
-        self.head = nn.Linear(8, 4)
-
-    def forward(self, x):
-        return self.head(torch.flatten(self.features(x), 1))
 
 
 class TransformerBlock(nn.Module):
@@ -108,7 +82,7 @@ def _tokens(*shape):
 # name -> (constructor, inputs from a CPU generator, Dynamo config)
 MODELS = {
     "mlp": (MLP, _floats(8, 16), {}),
-    "cnn_batchnorm_train": (CNN, _floats(4, 3, 8, 8), {}),
+    "cnn_batchnorm_train": (ConvBN, _floats(4, 3, 8, 8), {}),
     "transformer_sdpa": (TransformerBlock, _floats(2, 5, 16), {}),
     "embedding_lstm": (EmbeddingLSTM, _tokens(3, 6), {"allow_rnn": True}),
     "embedding_eager_lstm": (lambda: EmbeddingLSTM(eager_lstm=True), _tokens(3, 6), {}),

@@ -16,9 +16,12 @@ from compile_helpers import (
     assert_openreg_kernels,
     generated_code,
     reset,
-    run_python,
 )
 from torch._dynamo.testing import CompileCounterWithBackend
+
+from openreg_runtime.testing import (
+    run_python,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ works with no other import. With TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openre
 `openreg.init()` loads the layers up front. The command line is `openreg` (or `python -m openreg`).
 """
 
-__version__ = "0.1.0"
+from ._version import __version__  # written at build time from the checkout's VERSION file
 
 
 def _autoload() -> None:

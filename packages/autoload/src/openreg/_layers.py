@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import NamedTuple
 
-VERSION = "0.1.0"  # every layer of one openreg release has the same version
+from ._version import __version__ as VERSION  # every layer of one openreg release has the same version
 
 
 class Layer(NamedTuple):

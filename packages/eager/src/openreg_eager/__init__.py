@@ -13,6 +13,7 @@ OPENREG_FALLBACK=warn|error|silent.
 import openreg_runtime
 
 from ._build_info import TORCH_VERSION as BUILT_FOR_TORCH
+from ._version import __version__  # written at build time from the checkout's VERSION file
 
 openreg_runtime.check_torch_release("openreg-eager", "eager", BUILT_FOR_TORCH)
 
@@ -20,8 +21,6 @@ from . import _C  # noqa: E402  (installs the generic kernel, autocast and openr
 from .custom_ops import scaled_silu  # noqa: E402
 
 openreg_runtime.device.settings_checks.append(_C.fallback_policy)  # a bad OPENREG_FALLBACK fails the start
-
-__version__ = "0.1.0"
 
 
 def fallback_counts() -> dict[str, int]:

@@ -8,7 +8,6 @@ registers `backend` at the first Inductor compilation. `config` holds the backen
 """
 
 from . import config
-
-__version__ = "0.1.0"
+from ._version import __version__  # written at build time from the checkout's VERSION file
 
 __all__ = ["config"]

@@ -9,8 +9,7 @@ on first use.
 import torch
 
 from ._build_info import TORCH_VERSION as BUILT_FOR_TORCH
-
-__version__ = "0.1.0"
+from ._version import __version__  # written at build time from the checkout's VERSION file
 
 
 def check_torch_release(distribution: str, folder: str, built_for: str) -> None:

@@ -5,7 +5,7 @@ import copy
 import torch
 from torch import nn
 
-from .harness import Case, Suite
+from .harness import Case, Suite, mlp
 
 
 class _Block(nn.Module):
@@ -26,10 +26,6 @@ class _Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-
-
 STEP = "loss = model(x).square().mean(); loss.backward()"
 FIRST = "torch._dynamo.reset()\nwith fresh_cache(): torch.compile(fn)(x)"
 
@@ -43,7 +39,7 @@ def cases() -> list[Case]:
 
     sync = "; torch.openreg.synchronize()"
     cases = []
-    for name, make, x in [("MLP", _mlp, torch.rand(64, 256)), ("transformer block", _Block, torch.rand(8, 64, 128))]:
+    for name, make, x in [("MLP", mlp, torch.rand(64, 256)), ("transformer block", _Block, torch.rand(8, 64, 128))]:
         torch.manual_seed(0)
         model = make()
         env = {"torch": torch, "model": torch.compile(copy.deepcopy(model).to("openreg")), "x": x.to("openreg"),

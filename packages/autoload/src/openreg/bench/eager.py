@@ -3,11 +3,7 @@
 import torch
 from torch import nn
 
-from .harness import Case, Suite
-
-
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+from .harness import Case, Suite, mlp
 
 
 def _cnn() -> nn.Module:
@@ -46,7 +42,7 @@ def cases() -> list[Case]:
         Case("add 16M elements", "ba + bb" + sync, "ba_cpu + bb_cpu", env, "<= 1.1x"),
         Case("matmul 1024x1024", "ma @ mb" + sync, "ma_cpu @ mb_cpu", env, "<= 1.05x"),
     ]
-    for name, make, x in [("MLP", _mlp, torch.rand(64, 256)), ("small CNN", _cnn, torch.rand(16, 3, 32, 32))]:
+    for name, make, x in [("MLP", mlp, torch.rand(64, 256)), ("small CNN", _cnn, torch.rand(16, 3, 32, 32))]:
         dev, cpu = _training(make(), x, "openreg"), _training(make(), x, "cpu")
         step_env = {"torch": torch, **dev, **{f"{k}_cpu": v for k, v in cpu.items()}}
         cpu_step = STEP.replace("opt", "opt_cpu").replace("loss_fn", "loss_fn_cpu").replace("model", "model_cpu")

@@ -15,6 +15,12 @@ import torch.utils.benchmark as benchmark
 from .._arguments import add_timing_arguments
 
 
+def mlp() -> torch.nn.Module:
+    """The MLP that the eager and the compile suites time."""
+    return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                               torch.nn.Linear(512, 10))
+
+
 @dataclass
 class Case:
     name: str
