@@ -84,6 +84,19 @@ def test_cpu_only_gloo_code_is_not_broken_by_the_installed_device(tmp_path):
     assert out == {"gathered": [{"rank": 0, "value": [1, 2]}]}
 
 
+def test_a_profile_of_the_device_started_first():
+    # libopenreg_lazy's profiler methods load the glue on the first op, as a CUDA profile starts CUDA.
+    out = _fresh("""
+        from torch.autograd.profiler import profile
+        with profile(use_device="openreg") as prof:
+            x = torch.ones(1000).to("openreg").cpu()
+        copies = [e.device_time_total for e in prof.function_events if e.name == "aten::copy_"]
+        print(json.dumps({"negative": [e.name for e in prof.function_events if e.cpu_time_total < 0],
+                          "device_time": sum(copies) > 0}))
+    """)
+    assert out == {"negative": [], "device_time": True}
+
+
 INITS = ["torch.openreg.init()", "torch.openreg._lazy_init()", "import openreg; openreg.init()"]
 
 

@@ -108,3 +108,31 @@ def test_a_non_leaf_that_requires_grad_is_refused_as_on_the_cpu(tmp_path, device
     """)
     assert out["raised"] and out["raised"].startswith("Cowardly refusing to serialize non-leaf tensor")
 
+
+def test_a_received_tensor_is_not_sent_on_but_its_clone_is(tmp_path):
+    # CUDA refuses to send on memory another process shared with it (torch's _share_cuda_), naming the fix.
+    out = _run(tmp_path, """
+        from multiprocessing.reduction import ForkingPickler
+
+        def child(t, q):
+            try:
+                ForkingPickler.dumps(t)
+                refused = None
+            except RuntimeError as e:
+                refused = str(e)
+            ForkingPickler.dumps(t.clone())
+            q.put({"refused": refused})
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            p = ctx.Process(target=child, args=(torch.arange(4.0, device="openreg"), q))
+            p.start()
+            got = q.get(timeout=120)
+            p.join(120)
+            got.update(exitcode=p.exitcode)
+            print(json.dumps(got))
+    """)
+    assert out["exitcode"] == 0
+    assert out["refused"] == ("Attempted to send openreg tensor received from another process; this is not currently "
+                              "supported. Consider cloning before sending.")
