@@ -49,6 +49,7 @@
 #include "hot_ops.h"
 #include "kernel.h"
 #include "op_info.h"
+#include "op_policy.h"
 
 namespace openreg::eager {
 namespace {
@@ -119,6 +120,8 @@ struct Hot<Op, R(A...)> {
 
 template <class Op>
 void register_one(torch::Library& lib) {
+  TORCH_INTERNAL_ASSERT(has_policy(c10::OperatorName(Op::name, Op::overload_name), Policy::kHot), Op::name, ".",
+                        Op::overload_name, " has a typed kernel but no kHot row in op_policy.cpp");
   std::string name = std::string(Op::name).substr(std::string_view("aten::").size());
   if (Op::overload_name[0] != '\0') name += std::string(".") + Op::overload_name;
   lib.impl(name.c_str(), &Hot<Op>::call);

@@ -25,6 +25,7 @@
 #include "kernel.h"
 #include "meta.h"
 #include "op_info.h"
+#include "op_policy.h"
 #include "openreg/core/device.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/fallback.h"
@@ -182,8 +183,7 @@ const bool g_structured = [] {
   for (const auto& name :
        dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
     auto op = dispatcher.findSchema(name);
-    // new_empty_strided's wrapper only allocates (any strides, overlapping too), as it should.
-    if (!op || name.name.rfind("aten::", 0) != 0 || name.name == "aten::new_empty_strided" ||
+    if (!op || name.name.rfind("aten::", 0) != 0 || has_policy(name, Policy::kKeepWrapper) ||
         op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
       continue;
     }
@@ -272,21 +272,13 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
 }
 
 
-// These have composite kernels, which win over the fallback: the first two
-// only raise.
+// Ops whose kernels win over the fallback (composite ones, or none at all):
+// the generic kernel is registered over them (op_policy.cpp says why).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
-  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
-  // Their composite kernels decompose into slower or less exact steps than
-  // the CPU kernels, which serve them directly.
-  for (const char* name : {"native_group_norm", "addr", "addr.out", "_stack", "_stack.out",
-                           "any.dims_out", "all.dims_out", "linalg__powsum"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
-  }
-  // Their composite kernels accept only CPU, CUDA and XPU tensors (a device
-  // allow-list); run on the host's memory views, they take the CPU's path.
-  for (const char* name : {"mode.values"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+  for (Policy policy : {Policy::kOverrideable, Policy::kBypassComposite}) {
+    for (const auto& name : registered_names(policy)) {
+      m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&generic_kernel>());
+    }
   }
 }
 }  // namespace openreg::eager

@@ -2,9 +2,9 @@
 
 #include <memory>
 #include <mutex>
-#include <set>
-#include <string>
 #include <unordered_map>
+
+#include "op_policy.h"
 
 namespace openreg::eager {
 namespace {
@@ -70,15 +70,8 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     if (alias >= 0 && !(r.alias_info()->isWrite())) aliases_input = true;
   }
   info.view = aliases_input && !mutates;
-  // Their meta kernels describe some results differently from the CPU kernels
-  // (an empty attention-weights tensor where the CPU returns none; empty
-  // offset2bag/bag_size buffers where the CPU fills them), so they run on the host.
-  static const std::set<std::string> misdescribed = {"aten::_native_multi_head_attention", "aten::_embedding_bag",
-                                                     "aten::_embedding_bag_forward_only"};
-  if (misdescribed.count(schema.name()) > 0) info.host_result = true;
-  // Batch norm's meta kernels give save_mean/save_invstd the channel count in
-  // eval mode, where the CPU kernel returns them empty.
-  if (schema.name() == "aten::native_batch_norm" || schema.name() == "aten::_native_batch_norm_legit") {
+  if (has_policy(schema.operator_name(), Policy::kHostResults)) info.host_result = true;
+  if (has_policy(schema.operator_name(), Policy::kHostUnlessTraining)) {
     info.host_unless_training = schema.argumentIndexWithName("training").value_or(-1);
   }
   // Only structured ops' out= kernels are guaranteed to agree with their meta
@@ -88,11 +81,9 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   if (structured && !mutates && !info.view && !info.host_result && !schema.returns().empty()) {
     info.out_variant = find_out_variant(op);
   }
-  const auto& name = schema.name();
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
-  info.cpu_indices_ok = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
-                        name == "aten::_index_put_impl_";
-  info.range_from_values = name == "aten::histc";
+  info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
+  info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   return info;
 }
 

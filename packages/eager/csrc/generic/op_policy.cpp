@@ -1,0 +1,152 @@
+#include "op_policy.h"
+
+#include <c10/util/Exception.h>
+
+namespace openreg::eager {
+namespace {
+
+using P = Policy;
+
+constexpr std::string_view kSlowComposite =
+    "its composite kernel decomposes it into slower or less exact steps than the CPU kernel";
+constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
+
+// Constant-initialised: other files' static initialisers (the hot ops') read it.
+constexpr OpPolicy kTable[] = {
+    {"aten::_native_multi_head_attention.*", P::kHostResults,
+     "its meta kernel returns an empty attention-weights tensor where the CPU kernel returns none"},
+    {"aten::_embedding_bag.*", P::kHostResults,
+     "its meta kernel leaves offset2bag and bag_size empty where the CPU kernel fills them"},
+    {"aten::_embedding_bag_forward_only.*", P::kHostResults,
+     "its meta kernel leaves offset2bag and bag_size empty where the CPU kernel fills them"},
+    {"aten::native_batch_norm.*", P::kHostUnlessTraining,
+     "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
+    {"aten::_native_batch_norm_legit.*", P::kHostUnlessTraining,
+     "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
+    {"aten::index.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
+    {"aten::index_put.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
+    {"aten::index_put_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
+    {"aten::_index_put_impl_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
+    {"aten::histc.*", P::kRangeFromValues,
+     "with min == max CUDA reads the range from the values on the host, raising a non-finite one at the call"},
+    {"aten::convolution_overrideable", P::kOverrideable, "PyTorch routes convolutions of unknown devices here"},
+    {"aten::convolution_backward_overrideable", P::kOverrideable,
+     "PyTorch routes convolutions of unknown devices here"},
+    {"aten::native_group_norm", P::kBypassComposite, kSlowComposite},
+    {"aten::addr", P::kBypassComposite, kSlowComposite},
+    {"aten::addr.out", P::kBypassComposite, kSlowComposite},
+    {"aten::_stack", P::kBypassComposite, kSlowComposite},
+    {"aten::_stack.out", P::kBypassComposite, kSlowComposite},
+    {"aten::any.dims_out", P::kBypassComposite, kSlowComposite},
+    {"aten::all.dims_out", P::kBypassComposite, kSlowComposite},
+    {"aten::linalg__powsum", P::kBypassComposite, kSlowComposite},
+    {"aten::mode.values", P::kBypassComposite, "its composite kernel accepts only CPU, CUDA and XPU tensors"},
+    {"aten::new_empty_strided", P::kKeepWrapper,
+     "its wrapper only allocates, with any strides (overlapping ones too), as it should"},
+    {"aten::native_dropout", P::kOwnKernel, "its mask comes from openreg's generator (kernels/dropout.cpp)"},
+    {"aten::_thnn_fused_lstm_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
+    {"aten::_thnn_fused_lstm_cell_backward_impl", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
+    {"aten::_thnn_fused_gru_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
+    {"aten::_thnn_fused_gru_cell_backward", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
+    {"aten::_fused_sdp_choice", P::kOwnKernel,
+     "SDPA picks the PrivateUse1 fused attention backend, as a real accelerator does (kernels/attention.cpp)"},
+    {"aten::_scaled_dot_product_fused_attention_overrideable", P::kOwnKernel,
+     "the fused attention a real accelerator provides (kernels/attention.cpp)"},
+    {"aten::_scaled_dot_product_fused_attention_overrideable_backward", P::kOwnKernel,
+     "the fused attention a real accelerator provides (kernels/attention.cpp)"},
+    {"aten::add.Tensor", P::kHot, kHotReason},
+    {"aten::add_.Tensor", P::kHot, kHotReason},
+    {"aten::sub.Tensor", P::kHot, kHotReason},
+    {"aten::sub_.Tensor", P::kHot, kHotReason},
+    {"aten::mul.Tensor", P::kHot, kHotReason},
+    {"aten::mul_.Tensor", P::kHot, kHotReason},
+    {"aten::mul.Scalar", P::kHot, kHotReason},
+    {"aten::div.Tensor", P::kHot, kHotReason},
+    {"aten::div_.Tensor", P::kHot, kHotReason},
+    {"aten::div.Scalar", P::kHot, kHotReason},
+    {"aten::relu", P::kHot, kHotReason},
+    {"aten::relu_", P::kHot, kHotReason},
+    {"aten::threshold_backward", P::kHot, kHotReason},
+    {"aten::sigmoid", P::kHot, kHotReason},
+    {"aten::sigmoid_backward", P::kHot, kHotReason},
+    {"aten::tanh", P::kHot, kHotReason},
+    {"aten::tanh_backward", P::kHot, kHotReason},
+    {"aten::gelu", P::kHot, kHotReason},
+    {"aten::gelu_backward", P::kHot, kHotReason},
+    {"aten::where.self", P::kHot, kHotReason},
+    {"aten::mm", P::kHot, kHotReason},
+    {"aten::addmm", P::kHot, kHotReason},
+    {"aten::bmm", P::kHot, kHotReason},
+    {"aten::sum.dim_IntList", P::kHot, kHotReason},
+    {"aten::mean.dim", P::kHot, kHotReason},
+    {"aten::_softmax", P::kHot, kHotReason},
+    {"aten::_softmax_backward_data", P::kHot, kHotReason},
+    {"aten::_log_softmax", P::kHot, kHotReason},
+    {"aten::_log_softmax_backward_data", P::kHot, kHotReason},
+    {"aten::nll_loss_forward", P::kHot, kHotReason},
+    {"aten::nll_loss_backward", P::kHot, kHotReason},
+    {"aten::native_batch_norm", P::kHot, kHotReason},
+    {"aten::native_batch_norm_backward", P::kHot, kHotReason},
+    {"aten::native_layer_norm", P::kHot, kHotReason},
+    {"aten::native_layer_norm_backward", P::kHot, kHotReason},
+    {"aten::addcmul_", P::kHot, kHotReason},
+    {"aten::addcdiv_", P::kHot, kHotReason},
+    {"aten::lerp_.Scalar", P::kHot, kHotReason},
+    {"aten::_foreach_add_.List", P::kHot, kHotReason},
+    {"aten::_foreach_mul_.Scalar", P::kHot, kHotReason},
+    {"aten::mm.out", P::kHot, "torch.compile's wrappers call it for every matmul"},
+    {"aten::addmm.out", P::kHot, "torch.compile's wrappers call it for every matmul"},
+    {"aten::bmm.out", P::kHot, "torch.compile's wrappers call it for every matmul"},
+};
+
+// Splits "aten::name.overload" at the overload ("" for the default one).
+std::pair<std::string_view, std::string_view> split(std::string_view op) {
+  const auto dot = op.find('.');
+  if (dot == std::string_view::npos) return {op, ""};
+  return {op.substr(0, dot), op.substr(dot + 1)};
+}
+
+bool matches(std::string_view row, const c10::OperatorName& op) {
+  const auto [name, overload] = split(row);
+  return name == op.name && (overload == "*" || overload == op.overload_name);
+}
+
+}  // namespace
+
+c10::ArrayRef<OpPolicy> op_policies() { return kTable; }
+
+bool has_policy(const c10::OperatorName& op, Policy policy) {
+  for (const auto& row : kTable) {
+    if (row.policy == policy && matches(row.op, op)) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> registered_names(Policy policy) {
+  std::vector<std::string> names;
+  for (const auto& row : kTable) {
+    if (row.policy != policy) continue;
+    const auto [name, overload] = split(row.op);
+    TORCH_INTERNAL_ASSERT(overload != "*", "op_policy.cpp: '", row.op, "' registers a kernel, so it names one overload");
+    std::string unqualified(name.substr(name.find("::") + 2));
+    names.push_back(overload.empty() ? unqualified : unqualified + "." + std::string(overload));
+  }
+  return names;
+}
+
+const char* policy_name(Policy policy) {
+  switch (policy) {
+    case P::kHostResults: return "host results";
+    case P::kHostUnlessTraining: return "host unless training";
+    case P::kCpuIndices: return "cpu indices";
+    case P::kRangeFromValues: return "range from values";
+    case P::kBypassComposite: return "bypass composite";
+    case P::kOverrideable: return "overrideable";
+    case P::kKeepWrapper: return "keep wrapper";
+    case P::kHot: return "hot";
+    case P::kOwnKernel: return "own kernel";
+  }
+  return "?";
+}
+
+}  // namespace openreg::eager
