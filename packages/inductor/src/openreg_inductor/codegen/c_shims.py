@@ -14,25 +14,11 @@ import re
 
 import torch
 
+from .. import headers
+
 PREFIX = "aoti_torch_openreg_"
 _CALL = re.compile(rf"\b{PREFIX}(\w+)\(")
-
-# The shims' argument order is the C++ API's, out= tensors first; at::_ops' dispatcher calls take them last.
-_OUTS_LAST = r"""
-namespace openreg_inductor {
-template <std::size_t K, class Op>
-struct OutsLast {
-  template <class T, std::size_t... I>
-  static decltype(auto) apply(T&& args, std::index_sequence<I...>) {
-    return Op::call(std::get<(I + K) % sizeof...(I)>(std::move(args))...);
-  }
-  template <class... A>
-  decltype(auto) operator()(A&&... a) const {
-    return apply(std::forward_as_tuple(std::forward<A>(a)...), std::index_sequence_for<A...>());
-  }
-};
-}  // namespace openreg_inductor
-"""
+_HEADER = "openreg_inductor/c_shims.h"  # OutsLast, for the out= ops' shims
 
 
 @functools.cache
@@ -59,6 +45,7 @@ def _shims() -> dict[str, tuple[str, str]]:
 
 def definitions(code: str) -> str:
     """C++ defining the openreg shims that `code` calls, with the headers they need; empty if it calls none."""
+    # Finding none is no mismatch with Inductor: most graphs make no ATen call.
     called = sorted(set(_CALL.findall(code)))
     if not called:
         return ""
@@ -72,7 +59,7 @@ def definitions(code: str) -> str:
     includes = sorted({"torch/csrc/inductor/aoti_torch/utils.h", *(header for header, _ in used)})
     return "\n".join([
         *(f"#include <{header}>" for header in includes),
-        _OUTS_LAST,
+        headers.text(_HEADER),
         "namespace {",
         "using namespace torch::aot_inductor;",
         *sorted(body for _, body in used),

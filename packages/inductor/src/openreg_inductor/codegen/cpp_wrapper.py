@@ -1,6 +1,6 @@
 """The C++ wrapper for graphs on openreg (`torch._inductor.config.cpp_wrapper = True`, and AOTInductor):
 Inductor's CPU one, with openreg's device in allocations and guards, kernel calls queued on the
-current openreg stream through `launch.LAUNCH_CPP`, and ATen calls through openreg's C shims (`c_shims`)."""
+current openreg stream (include/openreg_inductor/launch.h), and ATen calls through openreg's C shims (`c_shims`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.utils import make_codegen_buffer
 from torch._inductor.virtualized import V
 
-from .. import launch
+from .. import headers, launch
 from . import aoti_model, c_shims
 from .wrapper import KernelOrder, on_host, on_openreg
 
@@ -29,9 +29,8 @@ class OpenRegCppWrapper(KernelOrder, CppWrapperCpu):
     def write_header(self) -> None:
         super().write_header()
         if not V.graph.is_const_graph:
-            self.header.splice(launch.LAUNCH_CPP)
-            if V.graph.aot_mode:
-                self.header.splice(aoti_model.HELPERS)
+            # aoti_model.h includes launch.h.
+            self.header.splice(headers.text(aoti_model.HEADER if V.graph.aot_mode else launch.LAUNCH_HEADER))
 
     def add_device_include(self, device: str) -> None:
         super().add_device_include("cpu" if device == "openreg" else device)  # openreg kernels are CPU C++

@@ -7,6 +7,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.virtualized import V
 
 from .. import config, launch
+from .splices import replace_once
 
 _CPU_LOADER = "async_compile.cpp_pybinding("
 
@@ -23,6 +24,22 @@ def on_host(arg) -> bool:
     buffer = V.graph.try_get_buffer(arg) if isinstance(arg, str) else None
     device = buffer.get_device() if buffer is not None else None
     return device is not None and device.type == "cpu"
+
+
+def queued(kernel_body: str) -> str:
+    """An openreg kernel's definition (`async_compile.cpp_pybinding(...)`), made to load the kernel so that calling it
+    queues it on the current stream."""
+    return replace_once(kernel_body, _CPU_LOADER, launch.loader(launch.launch_flags(), config.simdlen),
+                        "openreg cannot load its kernels so that calling one queues it on the stream")
+
+
+def allocated_on(device, line: str) -> str:
+    """An allocation on openreg `device`, `line`, made to name the device's index: Inductor names only the type of a
+    device it does not know. A torch that names the device itself (as for one without an index) needs no edit."""
+    if f"device='{device}'" in line:
+        return line
+    return replace_once(line, f"device='{device.type}'", f"device='{device}'",
+                        "openreg cannot allocate buffers on the graph's device")
 
 
 def flush_kernels() -> None:
@@ -65,8 +82,8 @@ class _OpenRegKernels(KernelOrder):
     def define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
         # The scheduler defines each kernel while its device is current: a graph mixing cpu and openreg
         # keeps plain loading for its CPU kernels.
-        if not gpu and on_openreg() and kernel_body.startswith(_CPU_LOADER):
-            kernel_body = launch.loader(launch.launch_flags(), config.simdlen) + kernel_body[len(_CPU_LOADER):]
+        if not gpu and on_openreg():
+            kernel_body = queued(kernel_body)
         super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
@@ -81,8 +98,7 @@ class _OpenRegKernels(KernelOrder):
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
         line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)
-        # Inductor names only the device type for devices it does not know: allocate on the graph's device.
-        return line.replace(f"device='{device.type}'", f"device='{device}'") if device.type == "openreg" else line
+        return allocated_on(device, line) if device.type == "openreg" else line
 
 
 class OpenRegSubgraphWrapper(_OpenRegKernels, SubgraphPythonWrapperCodegen):
