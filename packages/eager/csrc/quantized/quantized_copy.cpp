@@ -12,7 +12,7 @@
 #include "../generic/at_call.h"
 #include "../layouts/host_tensors.h"
 #include "../layouts/registration.h"
-#include "openreg/core/memory.h"
+#include "openreg/core/strict.h"
 
 namespace openreg::eager {
 namespace {

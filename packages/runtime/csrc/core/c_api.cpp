@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "openreg/core/device.h"
-#include "openreg/core/memory.h"
+#include "openreg/core/segments.h"
 #include "openreg/core/stream.h"
+#include "openreg/core/strict.h"
 
 extern "C" int openreg_launch_host_fn(const char* name, void (*fn)(void*), void* ctx, void (*drop)(void*),
                                       const void* const* ptrs, std::size_t n, int flags, char* err,

@@ -1,24 +1,20 @@
 #include "openreg/core/memory.h"
 
-#include <signal.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <string>
-#include <unordered_map>
 
+#include "openreg/core/detail/segment_map.h"
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
+#include "openreg/core/poison.h"
 
 namespace openreg {
 namespace {
 
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kSmallBlock = 1 << 20;
+constexpr std::size_t kSmallBlock = 1 << 20;  // the largest block of the small pool
 constexpr std::size_t kSpareNodes = 64;
 
 // A block moves between the live and the cached maps at every allocation and
@@ -46,23 +42,6 @@ void put(Map& map, typename Map::key_type key, typename Map::mapped_type value,
   map.insert(std::move(node));
 }
 
-// Every segment of every device, for pointer lookups and strict mode's
-// protection counts. Never destroyed: tensors may be freed during exit.
-struct Segment {
-  std::size_t size;
-  int device;
-  int access;  // kernels currently using it (strict mode)
-};
-std::mutex& g_segments_mu = *new std::mutex;
-std::map<std::uintptr_t, Segment>& g_segments = *new std::map<std::uintptr_t, Segment>;
-
-std::map<std::uintptr_t, Segment>::iterator find_segment(std::uintptr_t p) {
-  auto it = g_segments.upper_bound(p);
-  if (it == g_segments.begin()) return g_segments.end();
-  --it;
-  return p < it->first + it->second.size ? it : g_segments.end();
-}
-
 std::string human(std::size_t bytes) {
   char buf[32];
   if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
@@ -71,87 +50,15 @@ std::string human(std::size_t bytes) {
   return buf;
 }
 
-int pool_of(std::size_t size) { return size <= kSmallBlock ? 1 : 2; }
+StatType pool_of(std::size_t size) { return size <= kSmallBlock ? StatType::SmallPool : StatType::LargePool; }
 
-void bump(StatArray& s, std::size_t size, int64_t n) {
-  for (int i : {0, pool_of(size)}) n >= 0 ? s[i].increase(n) : s[i].decrease(-n);
-}
-
+void bump(StatArray& s, std::size_t size, int64_t n) { s.update(pool_of(size), n); }
 
 std::atomic<uint64_t> g_allocations{0};
 
 }  // namespace
 
-void Stat::increase(int64_t n) {
-  current += n;
-  allocated += n;
-  peak = std::max(peak, current);
-}
-
-void Stat::decrease(int64_t n) {
-  current -= n;
-  freed += n;
-}
-
 std::size_t round_size(std::size_t nbytes) { return std::max(kPage, (nbytes + kPage - 1) / kPage * kPage); }
-
-namespace {
-
-struct sigaction g_previous_fault_action;
-
-void report_fault(int sig, siginfo_t* info, void* context) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  std::uintptr_t base = 0;
-  Segment segment{};
-  // A handler must not wait for a lock: a thread that holds it (briefly) means no description.
-  if (g_segments_mu.try_lock()) {
-    auto it = find_segment(addr);
-    if (it != g_segments.end()) base = it->first, segment = it->second;
-    g_segments_mu.unlock();
-  }
-  if (base != 0) {
-    char text[640];
-    const int n = std::snprintf(
-        text, sizeof text,
-        "\nopenreg: strict mode: the host touched device memory outside a kernel or copy, at %p: byte %zu of a "
-        "%zu-byte allocation on openreg:%d (at %p). Under OPENREG_STRICT=1 device memory is only reachable from "
-        "kernels and copies, as on real hardware: read it with .cpu(), .item() or .tolist(), not through its data "
-        "pointer. Set OPENREG_STRICT=0 to run on. The Python stack of the faulting thread follows when Python's "
-        "faulthandler is on (it is, from strict mode's start).\n",
-        info->si_addr, static_cast<std::size_t>(addr - base), segment.size, segment.device,
-        reinterpret_cast<void*>(base));
-    if (n > 0) (void)!write(STDERR_FILENO, text, std::min<std::size_t>(n, sizeof text - 1));
-  }
-  const struct sigaction& previous = g_previous_fault_action;
-  if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
-    return previous.sa_sigaction(sig, info, context);
-  }
-  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN && previous.sa_handler != nullptr) {
-    return previous.sa_handler(sig);
-  }
-  // Returning runs the faulting access again, now under the default action (a core dump, a debugger's stop).
-  signal(sig, SIG_DFL);
-}
-
-}  // namespace
-
-void install_fault_report() {
-  static const bool installed = [] {
-    struct sigaction action {};
-    action.sa_sigaction = &report_fault;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGSEGV, &action, &g_previous_fault_action);
-    return true;
-  }();
-  (void)installed;
-}
-
-int device_of(const void* ptr) {
-  std::lock_guard<std::mutex> lock(g_segments_mu);
-  auto it = find_segment(reinterpret_cast<std::uintptr_t>(ptr));
-  return it == g_segments.end() ? -1 : it->second.device;
-}
 
 uint64_t allocation_clock() { return g_allocations.load(std::memory_order_relaxed); }
 
@@ -169,34 +76,7 @@ std::size_t DeviceMemory::capacity() const { return config().memory_bytes; }
 
 std::size_t DeviceMemory::reserved() {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_.reserved_bytes[0].current;
-}
-
-void add_segment(void* ptr, std::size_t size, int device) {
-  {
-    std::lock_guard<std::mutex> lock(g_segments_mu);
-    g_segments[reinterpret_cast<std::uintptr_t>(ptr)] = Segment{size, device, 0};
-  }
-  mark_initialized();
-}
-
-void remove_segment(void* ptr) {
-  std::lock_guard<std::mutex> lock(g_segments_mu);
-  g_segments.erase(reinterpret_cast<std::uintptr_t>(ptr));
-}
-
-void* DeviceMemory::map_segment(std::size_t size) {
-  int prot = config().strict ? PROT_NONE : (PROT_READ | PROT_WRITE);
-  void* p = mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  if (size >= (2u << 20)) madvise(p, size, MADV_HUGEPAGE);
-  add_segment(p, size, device_);
-  return p;
-}
-
-void DeviceMemory::unmap_segment(void* ptr, std::size_t size) {
-  remove_segment(ptr);
-  munmap(ptr, size);
+  return stats_.reserved_bytes[StatType::Aggregate].current;
 }
 
 void DeviceMemory::count_alloc(const Block& b, bool add) {
@@ -254,7 +134,7 @@ void DeviceMemory::cache(std::unique_ptr<Block> b) {
 void DeviceMemory::release_cached() {
   for (auto& [stream, pool] : cached_) {
     for (auto& [size, b] : pool) {
-      unmap_segment(b->ptr, b->size);
+      detail::unmap_segment(b->ptr, b->size);
       bump(stats_.segment, b->size, -1);
       bump(stats_.reserved_bytes, b->size, -int64_t(b->size));
       ++stats_.num_device_free;
@@ -274,8 +154,8 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
       // Cached blocks may still be used by queued work until the device has
       // drained, so the cache is released only on the retry.
       if (attempt > 0) release_cached();
-      if (stats_.reserved_bytes[0].current + size <= capacity()) {
-        void* p = map_segment(size);
+      if (stats_.reserved_bytes[StatType::Aggregate].current + size <= capacity()) {
+        void* p = detail::map_segment(size, device_);
         if (p != nullptr) {
           auto b = std::make_unique<Block>(Block{p, size, nbytes, stream, 0, {}});
           bump(stats_.segment, size, 1);
@@ -289,8 +169,8 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
       if (attempt > 0) {
         ++stats_.num_ooms;
         throw OutOfMemory("openreg:" + std::to_string(device_) + " is out of memory: tried to allocate " +
-                          human(nbytes) + "; " + human(stats_.allocated_bytes[0].current) + " is allocated by tensors and " +
-                          human(stats_.reserved_bytes[0].current) + " reserved in total, of a capacity of " +
+                          human(nbytes) + "; " + human(stats_.allocated_bytes[StatType::Aggregate].current) + " is allocated by tensors and " +
+                          human(stats_.reserved_bytes[StatType::Aggregate].current) + " reserved in total, of a capacity of " +
                           human(capacity()) +
                           ". Free some tensors, or raise the capacity with OPENREG_DEVICE_MEMORY (e.g. 16GiB).");
       }
@@ -368,44 +248,12 @@ MemoryStats DeviceMemory::stats() {
 
 void DeviceMemory::reset_peak() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.allocated_bytes,
-                       &stats_.reserved_bytes, &stats_.active_bytes, &stats_.requested_bytes}) {
-    for (Stat& s : *a) s.peak = s.current;
-  }
+  stats_.reset_peak();
 }
 
 void DeviceMemory::reset_accumulated() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (StatArray* a : {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.allocated_bytes,
-                       &stats_.reserved_bytes, &stats_.active_bytes, &stats_.requested_bytes}) {
-    for (Stat& s : *a) s.allocated = s.freed = 0;
-  }
-  stats_.num_alloc_retries = stats_.num_ooms = stats_.num_sync_all_streams = 0;
-  stats_.num_device_alloc = stats_.num_device_free = 0;
-}
-
-HostAccess::HostAccess(const void* const* ptrs, std::size_t n) {
-  if (!config().strict) return;
-  std::lock_guard<std::mutex> lock(g_segments_mu);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto it = find_segment(reinterpret_cast<std::uintptr_t>(ptrs[i]));
-    if (it == g_segments.end()) continue;  // host memory
-    if (it->second.access++ == 0) {
-      mprotect(reinterpret_cast<void*>(it->first), it->second.size, PROT_READ | PROT_WRITE);
-    }
-    segments_.push_back(it->first);
-  }
-}
-
-HostAccess::~HostAccess() {
-  if (segments_.empty()) return;
-  std::lock_guard<std::mutex> lock(g_segments_mu);
-  for (std::uintptr_t base : segments_) {
-    auto it = g_segments.find(base);
-    if (it != g_segments.end() && --it->second.access == 0) {
-      mprotect(reinterpret_cast<void*>(base), it->second.size, PROT_NONE);
-    }
-  }
+  stats_.reset_accumulated();
 }
 
 }  // namespace openreg

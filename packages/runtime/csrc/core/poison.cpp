@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "openreg/core/memory.h"
+#include "openreg/core/segments.h"
 
 namespace openreg {
 namespace {

@@ -11,6 +11,8 @@
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
 #include "openreg/core/memory.h"
+#include "openreg/core/segments.h"
+#include "openreg/core/strict.h"
 
 namespace openreg {
 namespace {
@@ -18,8 +20,7 @@ namespace {
 std::string os_error(const char* what) { return std::string(what) + " failed: " + std::strerror(errno); }
 
 SharedMemory map(int device, int fd, std::size_t size) {
-  const int prot = config().strict ? PROT_NONE : (PROT_READ | PROT_WRITE);
-  void* p = mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, size, device_protection(), MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     const std::string message = os_error("mapping shared openreg memory (mmap)");
     close(fd);

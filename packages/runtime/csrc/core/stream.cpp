@@ -1,65 +1,21 @@
 #include "openreg/core/stream.h"
 
 #include <array>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "openreg/core/detail/host_idle.h"
+#include "openreg/core/detail/spin.h"
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
 
 namespace openreg {
-
-struct EventState {
-  Stream* stream;
-  uint64_t seq;
-  std::chrono::steady_clock::time_point time;
-};
-
 namespace {
 
 constexpr int kStreams = kPoolSize + 1;
-// A short spin before sleeping keeps launch-to-run and finish-to-wake latency
-// low (a futex wake costs microseconds) without holding a core when idle.
-constexpr auto kSpin = std::chrono::microseconds(50);
-// A worker that falls asleep looks for work once more after this long (see next_task()).
-constexpr auto kRecheck = std::chrono::microseconds(500);
 // Launches between two clean-ups of finished tasks (waits always clean up).
 constexpr uint64_t kDestroyBatch = 32;
-
-// malloc hands the memory of tasks just destroyed to the next launches (its
-// per-thread caches are last in, first out). The worker has read those cache
-// lines, so each write of a launch there would wait for the worker's core to
-// give its copy up: asking for them now, for writing, does that in the
-// background. A hint only: the memory is not touched.
-void claim_lines(const void* p, uint32_t bytes) {
-  for (uint32_t at = 0; at < bytes; at += 64) {
-#if defined(__x86_64__)
-    asm volatile("prefetchw (%0)" : : "r"(static_cast<const char*>(p) + at));
-#else
-    __builtin_prefetch(static_cast<const char*>(p) + at, 1);
-#endif
-  }
-}
-
-template <typename Pred>
-bool spin_until(Pred done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-      __builtin_ia32_pause();
-    }
-    if (std::chrono::steady_clock::now() > deadline) return done();
-  }
-}
-
-struct SpinLock {
-  explicit SpinLock(std::atomic_flag& flag) : flag_(flag) {
-    while (flag_.test_and_set(std::memory_order_acquire)) std::this_thread::yield();
-  }
-  ~SpinLock() { flag_.clear(std::memory_order_release); }
-  std::atomic_flag& flag_;
-};
 
 struct DeviceState {
   std::array<std::atomic<Stream*>, kStreams> streams{};
@@ -75,12 +31,8 @@ std::vector<DeviceState>& devices() {
   return *states;
 }
 
-std::mutex g_create_mu;
+std::mutex g_create_mu;  // held while a stream or its worker is created
 std::atomic<TaskHook> g_task_hook{nullptr};
-// Threads inside Stream::wait_for, of any stream: a waiting thread leaves its core to the kernels.
-std::atomic<int> g_waiting{0};
-// How long a task that nothing follows waits to see the host wait or launch (see HostIdle).
-constexpr auto kIdleWatch = std::chrono::microseconds(200);
 thread_local std::array<int8_t, 64> t_current_stream{};
 thread_local const Stream* t_worker_of = nullptr;  // the stream whose worker this thread is
 
@@ -96,62 +48,31 @@ void record_failure(int device, int stream, const char* name, const char* what, 
 
 }  // namespace
 
-Stream::Node* Stream::pop() {
-  Node* next = front_->next.load(std::memory_order_acquire);
-  if (next != nullptr) front_ = next;
-  return next;
-}
-
 uint64_t Stream::launch(const char* name, Task task) {
   check_not_forked();
+  if (!started_.load(std::memory_order_acquire)) start_worker();
   task.node_->name = name;
-  uint64_t seq;
-  {
-    SpinLock lock(launching_);
-    if (!worker_.joinable()) {
-      mark_initialized();
-      worker_ = std::thread([this] { run(); });
-    }
-    // Numbered and queued under one lock, so sequence numbers follow queue order.
-    seq = enqueued_.load(std::memory_order_relaxed) + 1;
-    Node* node = task.node_.release();  // the worker's now
-    node->seq = seq;
-    last_->next.store(node, std::memory_order_release);
-    last_ = node;
-    enqueued_.store(seq, std::memory_order_release);
-  }
+  const uint64_t seq = tasks_.push(task.node_.release());  // the worker's now
   // In batches: the list's cache line moves between the cores at every look.
-  if (seq % kDestroyBatch == 0) destroy_finished();
-  // No fence before this look (see next_task()): a fence would make every
-  // launch wait for the task's link to reach the worker's core.
-  if (worker_sleeping_.load(std::memory_order_relaxed)) {
-    { std::lock_guard<std::mutex> lock(mu_); }
-    work_cv_.notify_one();
-  }
+  if (seq % kDestroyBatch == 0) tasks_.destroy_finished();
+  sleep_.wake_worker();
   if (config().launch_blocking) synchronize();
   return seq;
 }
 
-Stream::Node* Stream::next_task() {
-  Node* node = nullptr;
-  if (spin_until([&] { return (node = pop()) != nullptr; })) return node;
-  std::unique_lock<std::mutex> lock(mu_);
-  worker_sleeping_.store(true, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  // A launch that raced with falling asleep may have missed the flag (launchers
-  // look without a fence) while its task was not yet visible here: it is
-  // visible long before kRecheck, so the first sleep is bounded by it.
-  if (!work_cv_.wait_for(lock, kRecheck, [&] { return (node = pop()) != nullptr; })) {
-    work_cv_.wait(lock, [&] { return (node = pop()) != nullptr; });
-  }
-  worker_sleeping_.store(false, std::memory_order_relaxed);
-  return node;
+void Stream::start_worker() {
+  std::lock_guard<std::mutex> lock(g_create_mu);
+  if (started_.load(std::memory_order_relaxed)) return;
+  mark_initialized();
+  worker_ = std::thread([this] { run(); });
+  started_.store(true, std::memory_order_release);
 }
 
 void Stream::run() {
   t_worker_of = this;
   for (;;) {
-    Node* node = next_task();
+    detail::TaskNode* node = nullptr;
+    if (!detail::spin_until([&] { return (node = tasks_.pop()) != nullptr; })) node = sleep_.worker_sleep(tasks_);
     if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(HostIdle(*node));
     try {
       node->run();
@@ -160,81 +81,17 @@ void Stream::run() {
     } catch (...) {
       record_failure(device_, id_, node->name, "unknown exception", std::current_exception());
     }
-    const uint64_t done = completed_.fetch_add(1, std::memory_order_seq_cst) + 1;
-    // A futex wake per task would wake a waiting host for nothing, on cores the kernels need.
-    if (host_waiters_.load(std::memory_order_seq_cst) > 0 && done >= wake_at_.load(std::memory_order_seq_cst)) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        wake_at_.store(UINT64_MAX, std::memory_order_relaxed);
-      }
-      done_cv_.notify_all();
-    }
-  }
-}
-
-bool HostIdle::operator()() const {
-  auto waiting = [] { return g_waiting.load(std::memory_order_relaxed) > 0; };
-  // `y = a @ b; y.item()` launches a task just before the host waits for it: when
-  // nothing follows a task, watch the host for a moment (giving it this core)
-  // until it waits (the task gets every core) or launches more (it is running).
-  const auto deadline = std::chrono::steady_clock::now() + kIdleWatch;
-  while (!waiting() && task_.next.load(std::memory_order_acquire) == nullptr &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  return waiting();
-}
-
-void Stream::destroy_finished() {
-  Node* first;
-  Node* end;
-  {
-    SpinLock lock(launching_);
-    // The worker is done with a node once its successor has run: it has moved past it.
-    const uint64_t done = completed_.load(std::memory_order_acquire);
-    first = end = oldest_;
-    while (end != last_ && end->seq < done) end = end->next.load(std::memory_order_relaxed);
-    oldest_ = end;
-  }
-  // Outside the lock: what a task captured may launch work as it goes (a freed block's events).
-  while (first != end) {
-    Node* next = first->next.load(std::memory_order_relaxed);
-    if (first != &stub_) {
-      const uint32_t bytes = first->bytes;
-      delete first;
-      claim_lines(first, bytes);
-    }
-    first = next;
+    sleep_.task_done(tasks_.finish());
   }
 }
 
 void Stream::wait_for(uint64_t seq) {
   // A task on this stream: what came before it has run, and what follows cannot run until it ends.
   if (t_worker_of == this) return;
-  struct Waiting {
-    Waiting() { g_waiting.fetch_add(1, std::memory_order_relaxed); }
-    ~Waiting() { g_waiting.fetch_sub(1, std::memory_order_relaxed); }
-  } waiting;
-  if (!spin_until([&] { return reached(seq); })) {
-    std::unique_lock<std::mutex> lock(mu_);
-    host_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    while (!reached(seq)) {
-      // Published under mu_, so waiters keep the minimum; the worker clears it when it wakes them.
-      if (seq < wake_at_.load(std::memory_order_relaxed)) wake_at_.store(seq, std::memory_order_seq_cst);
-      // Pairs with the worker's check after completing a task: either it sees wake_at_, or we see its progress.
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (reached(seq)) break;
-      done_cv_.wait(lock);
-    }
-    host_waiters_.fetch_sub(1, std::memory_order_relaxed);
-  }
-  destroy_finished();
-  release_last();
-}
-
-void Stream::release_last() {
-  SpinLock lock(launching_);  // last_ cannot change meanwhile, nor leave the list (nothing follows it)
-  if (last_ != &stub_ && reached(last_->seq)) last_->release();
+  detail::HostWaiting waiting;
+  if (!detail::spin_until([&] { return reached(seq); })) sleep_.host_sleep(tasks_, seq);
+  tasks_.destroy_finished();
+  tasks_.release_last();
 }
 
 void Stream::synchronize() {
@@ -304,43 +161,6 @@ void synchronize_device(int device) {
     }
   }
   for (int dev = first; dev < end; ++dev) raise_pending_error(dev);
-}
-
-void Event::record(Stream& stream) {
-  auto state = std::make_shared<EventState>(EventState{&stream, 0, {}});
-  bool timing = timing_;
-  state->seq = stream.launch("event record", [raw = state.get(), timing, keep = state] {
-    if (timing) raw->time = std::chrono::steady_clock::now();
-  });
-  state_ = std::move(state);
-}
-
-void Event::block(Stream& stream) const {
-  if (!state_ || state_->stream == &stream) return;  // same stream: already ordered
-  stream.launch("event wait", [state = state_] { state->stream->wait_for(state->seq); });
-}
-
-bool Event::query() const { return !state_ || state_->stream->reached(state_->seq); }
-
-void Event::synchronize() const {
-  if (!state_) return;
-  state_->stream->wait_for(state_->seq);
-  raise_pending_error(state_->stream->device());
-}
-
-int Event::device() const { return state_ ? state_->stream->device() : -1; }
-
-double Event::elapsed_ms(const Event& end) const {
-  if (!timing_ || !end.timing_) {
-    throw Error("elapsed_time needs both events created with enable_timing=True");
-  }
-  if (!state_ || !end.state_) {
-    throw Error("elapsed_time needs both events to be recorded first: call event.record() on each");
-  }
-  if (!query() || !end.query()) {
-    throw Error("elapsed_time needs both events to have completed: call end_event.synchronize() first");
-  }
-  return std::chrono::duration<double, std::milli>(end.state_->time - state_->time).count();
 }
 
 }  // namespace openreg

@@ -13,6 +13,7 @@
 
 #include "openreg/core/device.h"
 #include "openreg/core/memory.h"
+#include "openreg/core/segments.h"
 #include "openreg/glue/launch.h"
 
 namespace openreg::glue {
@@ -38,11 +39,18 @@ constexpr std::array<at::DeleterFnPtr, sizeof...(D)> deleters(std::integer_seque
 constexpr auto kDeleters = deleters(std::make_integer_sequence<int, kMaxDevices>());
 
 void copy_stat(const StatArray& from, c10::CachingAllocator::StatArray& to) {
-  for (int i = 0; i < 3; ++i) {
-    to[i].current = from[i].current;
-    to[i].peak = from[i].peak;
-    to[i].allocated = from[i].allocated;
-    to[i].freed = from[i].freed;
+  using Theirs = c10::CachingAllocator::StatType;
+  static constexpr std::pair<StatType, Theirs> kTypes[] = {
+      {StatType::Aggregate, Theirs::AGGREGATE},
+      {StatType::SmallPool, Theirs::SMALL_POOL},
+      {StatType::LargePool, Theirs::LARGE_POOL},
+  };
+  for (auto [ours, theirs] : kTypes) {
+    auto& stat = to[static_cast<std::size_t>(theirs)];
+    stat.current = from[ours].current;
+    stat.peak = from[ours].peak;
+    stat.allocated = from[ours].allocated;
+    stat.freed = from[ours].freed;
   }
 }
 

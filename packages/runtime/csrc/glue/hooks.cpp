@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "openreg/core/device.h"
-#include "openreg/core/memory.h"
+#include "openreg/core/segments.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"

@@ -13,6 +13,7 @@
 #include "openreg/core/device.h"
 #include "openreg/core/memory.h"
 #include "openreg/core/stream.h"
+#include "openreg/core/strict.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"
@@ -24,15 +25,18 @@ using namespace openreg;
 namespace {
 
 py::dict stat_dict(const c10::CachingAllocator::StatArray& a) {
-  static const char* pools[] = {"all", "small_pool", "large_pool"};
+  using c10::CachingAllocator::StatType;
+  static constexpr std::pair<StatType, const char*> kTypes[] = {
+      {StatType::AGGREGATE, "all"}, {StatType::SMALL_POOL, "small_pool"}, {StatType::LARGE_POOL, "large_pool"}};
   py::dict out;
-  for (int i = 0; i < 3; ++i) {
+  for (auto [type, name] : kTypes) {
+    const auto& stat = a[static_cast<std::size_t>(type)];
     py::dict s;
-    s["current"] = a[i].current;
-    s["peak"] = a[i].peak;
-    s["allocated"] = a[i].allocated;
-    s["freed"] = a[i].freed;
-    out[pools[i]] = s;
+    s["current"] = stat.current;
+    s["peak"] = stat.peak;
+    s["allocated"] = stat.allocated;
+    s["freed"] = stat.freed;
+    out[name] = s;
   }
   return out;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // Devices: configuration from the environment, the per-thread current device
-// and fork safety.
+// (and a guard for it) and fork safety.
 #include <cstddef>
 #include <string>
 
@@ -24,6 +24,20 @@ void check_device(int device);
 int current_device();
 void set_device(int device);
 int exchange_device(int device);
+
+// Makes `device` the calling thread's current device for the guard's scope,
+// as c10::DeviceGuard does for PyTorch code; throws as set_device does.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) : original_(exchange_device(device)) {}
+  ~DeviceGuard() { set_device(original_); }  // cannot throw: original_ was current, so it is valid
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  int original_device() const { return original_; }
+
+ private:
+  const int original_;
+};
 
 // Parses sizes such as "512MiB", "8GiB", "1000000"; throws naming `variable`.
 std::size_t parse_size(const std::string& text, const char* variable);

@@ -1,19 +1,17 @@
 #pragma once
 // Device memory: host memory owned by the runtime (so kernels work on it in
-// place), a per-device capacity, a stream-aware caching allocator with
-// CUDA-style statistics, and strict mode's page protection.
+// place), a per-device capacity, and a stream-aware caching allocator with
+// CUDA-style statistics. Where each allocation lives is in segments.h, strict
+// mode's protection of it in strict.h.
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
-#include <utility>
 #include <vector>
 
-#include "openreg/core/error.h"
-#include "openreg/core/poison.h"
 #include "openreg/core/stream.h"
 
 namespace openreg {
@@ -24,14 +22,24 @@ struct Stat {
   void decrease(int64_t n);
 };
 
-// Index 0 aggregates; 1 is the small pool (blocks up to 1 MiB), 2 the large.
-using StatArray = Stat[3];
+// Which blocks a statistic counts, as c10's StatType: all of them, or one
+// pool's (the small pool holds blocks up to 1 MiB).
+enum class StatType { Aggregate, SmallPool, LargePool };
+constexpr std::size_t kStatTypes = 3;
+
+struct StatArray {
+  std::array<Stat, kStatTypes> by_type;
+  Stat& operator[](StatType type) { return by_type[static_cast<std::size_t>(type)]; }
+  const Stat& operator[](StatType type) const { return by_type[static_cast<std::size_t>(type)]; }
+  // Adds `n` (removes, when negative) to the aggregate and to `pool`.
+  void update(StatType pool, int64_t n);
+};
 
 struct MemoryStats {
-  StatArray allocation, segment, active, allocated_bytes, reserved_bytes,
-      active_bytes, requested_bytes;
-  int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0,
-          num_device_alloc = 0, num_device_free = 0;
+  StatArray allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes, requested_bytes;
+  int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0, num_device_alloc = 0, num_device_free = 0;
+  void reset_peak();
+  void reset_accumulated();
 };
 
 class DeviceMemory {
@@ -68,8 +76,6 @@ class DeviceMemory {
   void* take_cached(std::size_t size, std::size_t requested, int stream);
   void process_pending();
   void release_cached();
-  void* map_segment(std::size_t size);
-  void unmap_segment(void* ptr, std::size_t size);
   void count_alloc(const Block& b, bool add);
   using Live = std::unordered_map<void*, std::unique_ptr<Block>>;
   using Pool = std::multimap<std::size_t, std::unique_ptr<Block>>;
@@ -91,32 +97,5 @@ class DeviceMemory {
 DeviceMemory& device_memory(int device);
 // Size a request is rounded to (whole pages, so strict mode can protect it).
 std::size_t round_size(std::size_t nbytes);
-// The device owning `ptr` (anywhere inside an allocation), or -1.
-int device_of(const void* ptr);
-// Memory of a device that the allocator does not own (shared.h): known to
-// device_of and to strict mode's protection like the allocator's.
-void add_segment(void* ptr, std::size_t size, int device);
-void remove_segment(void* ptr);
-
-// Makes device memory host-accessible for a kernel's or copy's duration in
-// strict mode (OPENREG_STRICT=1); costs nothing otherwise.
-// Strict mode's faults say why: a SIGSEGV handler that recognises device
-// memory writes which allocation the host touched and how to find the access,
-// then hands the fault on (to the previous handler, e.g. Python's faulthandler,
-// or the default action), so debuggers and core dumps still see it. Other
-// faults pass through untouched. Installed once.
-void install_fault_report();
-
-class HostAccess {
- public:
-  HostAccess(std::initializer_list<const void*> ptrs) : HostAccess(ptrs.begin(), ptrs.size()) {}
-  HostAccess(const void* const* ptrs, std::size_t n);
-  ~HostAccess();
-  HostAccess(const HostAccess&) = delete;
-  HostAccess& operator=(const HostAccess&) = delete;
-
- private:
-  std::vector<std::uintptr_t> segments_;
-};
 
 }  // namespace openreg

@@ -3,57 +3,30 @@
 // use) that runs its tasks in order, so the host returns as soon as work is
 // queued, as on a GPU. A task that throws records the failure on its device;
 // the next synchronising call on that device raises it, naming the task.
-//
-// Launching is the hot path of every op, so the worker and the host share no
-// lock: tasks travel through a lock-free list, and the host destroys a task
-// the worker has moved past at its next launch or wait. Memory is then
-// allocated and freed on the same thread (the allocator's per-thread caches
-// hit), what a task captured never needs the GIL on the worker, and the
-// worker writes into no task (each line it wrote would have to travel back
-// to the host's core before the host could reuse the memory).
+// How tasks reach the worker without a lock is in detail/.
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <cstddef>
 #include <cstdint>
-#include <type_traits>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <thread>
+#include <type_traits>
+#include <utility>
+
+#include "openreg/core/detail/sleep.h"
+#include "openreg/core/detail/task_list.h"
 
 namespace openreg {
 
 class Stream;
 
-// A unit of work for a stream: one allocation holds the callable and the
-// stream's queue links. Move-only, so callables may own what they capture.
+// A unit of work for a stream. Move-only, so callables may own what they capture.
 class Task {
  public:
   template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Task>>>
-  Task(F&& f) : node_(new Holder<std::decay_t<F>>(std::forward<F>(f))) {}  // NOLINT: implicit, like std::function
+  Task(F&& f) : node_(new detail::TaskHolder<std::decay_t<F>>(std::forward<F>(f))) {}  // NOLINT: implicit, like std::function
 
  private:
   friend class Stream;
-  friend class HostIdle;
-  struct Node {
-    virtual ~Node() = default;
-    virtual void run() {}
-    virtual void release() {}  // destroys what the callable captured (once it has run)
-    std::atomic<Node*> next{nullptr};
-    const char* name = nullptr;
-    uint64_t seq = 0;
-    uint32_t bytes = sizeof(Node);  // of the whole holder
-  };
-  template <class F>
-  struct Holder final : Node {
-    explicit Holder(F&& f) : fn(std::move(f)) { bytes = sizeof(Holder); }
-    explicit Holder(const F& f) : fn(f) { bytes = sizeof(Holder); }
-    void run() override { (*fn)(); }
-    void release() override { fn.reset(); }
-    std::optional<F> fn;
-  };
-  std::unique_ptr<Node> node_;
+  std::unique_ptr<detail::TaskNode> node_;
 };
 
 // Stream 0 of each device is its default stream; 1..kPoolSize form the pool
@@ -74,9 +47,9 @@ class Stream {
   // OPENREG_LAUNCH_BLOCKING=1 it also waits and raises any failure.
   uint64_t launch(const char* name, Task task);
 
-  bool query() const { return completed_.load(std::memory_order_acquire) == enqueued_.load(std::memory_order_acquire); }
-  bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
-  uint64_t last() const { return enqueued_.load(std::memory_order_acquire); }
+  bool query() const { return tasks_.query(); }
+  bool reached(uint64_t seq) const { return tasks_.reached(seq); }
+  uint64_t last() const { return tasks_.last(); }
 
   // Blocks until task `seq` has run and destroys finished tasks; raises nothing.
   void wait_for(uint64_t seq);
@@ -84,41 +57,14 @@ class Stream {
   void synchronize();
 
  private:
-  using Node = Task::Node;
-  Node* pop();  // worker only; null when empty
-  Node* next_task();
-  void run();
-  void destroy_finished();
-  void release_last();
+  void start_worker();
+  void run();  // the worker's loop
 
   const int device_;
   const int id_;
-  // A single-producer linked list: launchers take turns under launching_ and
-  // append behind last_; the worker follows front_, the node it ran last (at
-  // first the stub). The host destroys nodes from oldest_ on once the worker
-  // has moved past them, so the last one stays after running: a wait
-  // releases what it captured.
-  // What the host writes at every launch and what the worker writes at every
-  // task sit on cache lines of their own: sharing one made each launch wait
-  // for the line to come back from the worker's core.
-  static constexpr std::size_t kLine = 64;
-  // Orders concurrent launchers and clean-ups (held briefly); never taken by the worker.
-  alignas(kLine) std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
-  std::atomic<uint64_t> enqueued_{0};
-  Node* last_ = &stub_;
-  Node* oldest_ = &stub_;  // the first node not yet destroyed
-  alignas(kLine) Node* front_ = &stub_;
-  std::atomic<uint64_t> completed_{0};
-  alignas(kLine) Node stub_;
-  // Sleeping and waking are the slow paths, under mu_.
-  alignas(kLine) std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  std::atomic<bool> worker_sleeping_{false};
-  std::atomic<int> host_waiters_{0};
-  // The lowest sequence number a sleeping host thread waits for: the worker
-  // wakes the host when it gets there, not after every task.
-  std::atomic<uint64_t> wake_at_{UINT64_MAX};
+  std::atomic<bool> started_{false};  // whether worker_ runs
+  detail::TaskList tasks_;
+  detail::Sleep sleep_;
   std::thread worker_;
 };
 
@@ -138,8 +84,8 @@ class HostIdle {
 
  private:
   friend class Stream;
-  explicit HostIdle(const Task::Node& task) : task_(task) {}
-  const Task::Node& task_;
+  explicit HostIdle(const detail::TaskNode& task) : task_(task) {}
+  const detail::TaskNode& task_;
 };
 
 // The device computes on the host's cores: a kernel that used them all while

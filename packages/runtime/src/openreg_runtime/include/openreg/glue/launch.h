@@ -12,8 +12,9 @@
 
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
-#include "openreg/core/memory.h"
+#include "openreg/core/poison.h"
 #include "openreg/core/stream.h"
+#include "openreg/core/strict.h"
 
 namespace openreg::glue {
 

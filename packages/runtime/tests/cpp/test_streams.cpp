@@ -1,0 +1,120 @@
+// Streams: order, asynchrony, waits and failures.
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "openreg/core/error.h"
+#include "openreg/core/stream.h"
+
+using namespace openreg;
+
+TEST(tasks_run_in_launch_order) {
+  Stream& s = get_stream(0, 0);
+  std::vector<int> order;  // written by the worker only, read after the synchronize
+  for (int i = 0; i < 100; ++i) s.launch("append", [&order, i] { order.push_back(i); });
+  s.synchronize();
+  CHECK(order.size() == 100);
+  for (int i = 0; i < 100; ++i) CHECK(order[i] == i);
+  CHECK(s.query());
+}
+
+TEST(launch_returns_before_the_task_runs) {
+  Stream& s = get_stream(0, 1);
+  Gate gate;
+  const uint64_t blocked = s.launch("blocked", gate.waiter());
+  const uint64_t next = s.launch("next", [] {});
+  CHECK(next == blocked + 1);
+  CHECK(s.last() == next);
+  sleep_ms(20);
+  CHECK(!s.query());
+  CHECK(!s.reached(blocked));
+  gate.open();
+  s.synchronize();
+  CHECK(s.reached(next));
+  CHECK(s.query());
+}
+
+TEST(wait_for_returns_once_its_task_has_run) {
+  Stream& s = get_stream(0, 2);
+  Gate gate;
+  const uint64_t first = s.launch("first", [] {});
+  const uint64_t blocked = s.launch("blocked", gate.waiter());
+  s.wait_for(first);
+  CHECK(s.reached(first));
+  CHECK(!s.reached(blocked));
+  gate.open();
+  s.wait_for(blocked);
+  CHECK(s.query());
+}
+
+TEST(a_failure_is_raised_at_the_next_synchronize_with_its_cause) {
+  Stream& s = get_stream(0, 3);
+  s.launch("boom", [] { throw std::out_of_range("index 7 is out of bounds"); });
+  bool raised = false;
+  try {
+    s.synchronize();
+  } catch (const AsyncError& e) {
+    raised = true;
+    CHECK(std::strstr(e.what(), "'boom' failed asynchronously on openreg:0 (stream 3)") != nullptr);
+    CHECK(std::strstr(e.what(), "index 7 is out of bounds") != nullptr);
+    CHECK_THROWS(std::rethrow_exception(e.cause), std::out_of_range);
+  }
+  CHECK(raised);
+  s.synchronize();  // raised once, then cleared
+}
+
+TEST(synchronize_device_waits_for_every_stream_and_raises) {
+  Gate gate;
+  std::atomic<bool> ran{false};
+  get_stream(0, 4).launch("blocked", gate.waiter());
+  get_stream(0, 4).launch("mark", [&ran] { ran = true; });
+  get_stream(0, 5).launch("boom", [] { throw std::runtime_error("bad value"); });
+  std::thread opener([gate] {
+    sleep_ms(20);
+    gate.open();
+  });
+  CHECK_THROWS(synchronize_device(0), AsyncError);
+  opener.join();
+  CHECK(ran);
+  synchronize_device(-1);
+}
+
+TEST(a_task_knows_it_runs_on_a_worker) {
+  std::atomic<bool> inside{false};
+  Stream& s = get_stream(0, 0);
+  s.launch("probe", [&inside] { inside = in_task(); });
+  s.synchronize();
+  CHECK(inside);
+  CHECK(!in_task());
+}
+
+TEST(current_streams_are_per_thread_and_checked) {
+  CHECK(current_stream(0).id() == 0);
+  const int pooled = next_pool_stream(0);
+  CHECK(pooled >= 1 && pooled <= kPoolSize);
+  set_current_stream(0, pooled);
+  CHECK(current_stream(0).id() == pooled);
+  int other = -1;
+  std::thread([&other] { other = current_stream(0).id(); }).join();
+  CHECK(other == 0);
+  set_current_stream(0, 0);
+  CHECK_THROWS(set_current_stream(0, kPoolSize + 1), Error);
+  CHECK_THROWS(get_stream(64, 0), Error);
+  CHECK(&get_stream(1, 2) == &get_stream(1, 2));
+  CHECK(get_stream(1, 2).device() == 1 && get_stream(1, 2).id() == 2);
+}
+
+std::atomic<int> g_hook_calls{0};
+
+TEST(the_task_hook_runs_before_each_task) {
+  set_task_hook([](const HostIdle&) { g_hook_calls.fetch_add(1); });
+  Stream& s = get_stream(0, 6);
+  for (int i = 0; i < 3; ++i) s.launch("counted", [] {});
+  s.synchronize();
+  set_task_hook(nullptr);
+  CHECK(g_hook_calls.load() == 3);
+}
+
+int main() { return run_tests(); }
