@@ -197,17 +197,15 @@ const bool g_structured = [] {
 
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   std::optional<c10::Device> device, other;
-  const auto& schema = op.schema().arguments();
   for (size_t i = 0; i < args.size(); ++i) {
-    // As on CUDA: a CPU scalar may be read, never written; index ops take CPU indices (only).
-    const bool written = i < schema.size() && schema[i].alias_info() && schema[i].alias_info()->isWrite();
-    const bool indices = info.cpu_indices_ok && i < schema.size() && schema[i].name() == "indices";
+    const auto cpu = i < info.cpu_args.size() ? info.cpu_args[i] : OpInfo::CpuArg::kScalar;
     for_each_tensor(args.slice(i, 1), [&](const at::Tensor& t) {
       if (!t.defined()) return;
       if (t.device().type() == kOpenreg) {
         if (!device) device = t.device();
         else if (t.device() != *device && !other) other = t.device();
-      } else if (!(t.is_cpu() && !written && (t.dim() == 0 || indices)) && !other) {
+      } else if (!(t.is_cpu() && cpu != OpInfo::CpuArg::kNone && (t.dim() == 0 || cpu == OpInfo::CpuArg::kIndices)) &&
+                 !other) {
         other = t.device();
       }
     });

@@ -84,6 +84,12 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
+  for (const auto& a : schema.arguments()) {
+    const bool written = a.alias_info() && a.alias_info()->isWrite();
+    info.cpu_args.push_back(written                                      ? OpInfo::CpuArg::kNone
+                            : info.cpu_indices_ok && a.name() == "indices" ? OpInfo::CpuArg::kIndices
+                                                                           : OpInfo::CpuArg::kScalar);
+  }
   return info;
 }
 

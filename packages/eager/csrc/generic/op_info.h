@@ -4,6 +4,7 @@
 // out= overload that lets a functional op write straight into device memory.
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct OpInfo {
   int host_unless_training = -1;
   // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
+  // Per argument, which CPU tensors it takes, as on CUDA: none where it is
+  // written, 0-dim ones it reads, any as an index op's `indices`.
+  enum class CpuArg : uint8_t { kNone, kScalar, kIndices };
+  std::vector<CpuArg> cpu_args;
   // histc: with min == max its range comes from the input's values, which CUDA
   // reads on the host, raising a non-finite range at the call; so does openreg.
   bool range_from_values = false;

@@ -70,27 +70,18 @@ at::Tensor HostTensors::dense_to_host(const at::Tensor& t) {
   return glue::HostAlias::of(t).tensor(host_storage(t), t.sizes(), t.strides());
 }
 
-at::QuantizerPtr HostTensors::quantizer_to_host(const at::QuantizerPtr& q) {
+// As on CUDA, a per-channel quantizer's tensors live on its tensor's device:
+// each side's copy is made once per call.
+at::QuantizerPtr HostTensors::moved_quantizer(const at::QuantizerPtr& q, bool device) {
   if (!per_channel(q)) return q;  // its parameters are numbers
   for (const auto& [host, dev] : quantizers_) {
-    if (dev == q) return host;
+    if ((device ? host : dev) == q) return device ? dev : host;
   }
   const auto* pc = static_cast<const at::PerChannelAffineQuantizer*>(q.get());
-  at::QuantizerPtr host = per_channel_like(q, to_host(pc->scales()), to_host(pc->zero_points()));
-  quantizers_.emplace_back(host, q);
-  return host;
-}
-
-at::QuantizerPtr HostTensors::quantizer_to_device(const at::QuantizerPtr& q) {
-  if (!per_channel(q)) return q;
-  for (const auto& [host, dev] : quantizers_) {
-    if (host == q) return dev;
-  }
-  // As on CUDA, a quantizer's tensors live on its tensor's device.
-  const auto* pc = static_cast<const at::PerChannelAffineQuantizer*>(q.get());
-  at::QuantizerPtr dev = per_channel_like(q, to_device(pc->scales()), to_device(pc->zero_points()));
-  quantizers_.emplace_back(q, dev);
-  return dev;
+  auto move = [&](const at::Tensor& t) { return device ? to_device(t) : to_host(t); };
+  at::QuantizerPtr moved = per_channel_like(q, move(pc->scales()), move(pc->zero_points()));
+  quantizers_.emplace_back(device ? q : moved, device ? moved : q);
+  return moved;
 }
 
 at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
@@ -102,7 +93,8 @@ at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
   if (fresh) {
     host = at::empty({0}, t.options().device(at::kCPU));
   } else if (t.is_quantized()) {
-    host = qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t, quantizer_to_host(t.quantizer()));
+    host = qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t,
+                   moved_quantizer(t.quantizer(), /*device=*/false));
   } else if (t.layout() == at::kStrided) {
     host = dense_to_host(t);
   } else if (t.layout() == at::kSparse) {
@@ -167,7 +159,7 @@ c10::Storage HostTensors::storage_to_device(const c10::Storage& cpu) {
 at::Tensor HostTensors::convert(const at::Tensor& cpu) {
   if (cpu.is_quantized()) {
     return qtensor(storage_to_device(cpu.storage()), c10::DispatchKey::QuantizedPrivateUse1, cpu,
-                   quantizer_to_device(cpu.quantizer()));
+                   moved_quantizer(cpu.quantizer(), /*device=*/true));
   }
   const c10::Device device(kOpenreg, device_);
   if (cpu.layout() == at::kSparse) {
@@ -220,7 +212,7 @@ void HostTensors::write_back(const at::Tensor& dev, const at::Tensor& host) {
   } else if (device_storage(host.storage()).unsafeGetStorageImpl() == dev.storage().unsafeGetStorageImpl()) {
     // written in place
     impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());
-    if (dev.is_quantized()) at::set_quantizer_(dev, quantizer_to_device(host.quantizer()));
+    if (dev.is_quantized()) at::set_quantizer_(dev, moved_quantizer(host.quantizer(), /*device=*/true));
   } else {  // a fresh out= tensor the CPU kernel sized
     TORCH_INTERNAL_ASSERT(!dev.is_quantized(), "a CPU kernel replaced a quantized tensor's storage");
     dev.resize_(host.sizes());

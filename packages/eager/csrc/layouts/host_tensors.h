@@ -48,8 +48,8 @@ class HostTensors {
   at::Tensor convert(const at::Tensor& cpu);
   // The device storage `cpu` aliases, or a copy of it in fresh device memory.
   c10::Storage storage_to_device(const c10::Storage& cpu);
-  at::QuantizerPtr quantizer_to_host(const at::QuantizerPtr& q);
-  at::QuantizerPtr quantizer_to_device(const at::QuantizerPtr& q);
+  // `q` with its per-channel tensors on the device (`device`) or the host.
+  at::QuantizerPtr moved_quantizer(const at::QuantizerPtr& q, bool device);
   c10::Storage host_storage(const at::Tensor& t);
   // The device storage the CPU storage `s` aliases, or an empty one.
   c10::Storage device_storage(const c10::Storage& s) const;
