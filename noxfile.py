@@ -163,9 +163,15 @@ def models(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check over the whole repository."""
-    session.install("ruff==0.17.6")
+    """ruff check over the whole repository's Python; clang-format (.clang-format) over its C++, which fails on any
+    file it would change (`clang-format -i <file>` fixes one)."""
+    session.install("ruff==0.17.6", "clang-format==23.1.5")
     session.run("ruff", "check", str(ROOT), *session.posargs)
+    cpp = sorted(str(p) for p in (ROOT / "packages").rglob("*")
+                 if p.suffix in {".cpp", ".h"} and "build" not in p.relative_to(ROOT).parts)
+    if not cpp:
+        session.error("no C++ files found under packages/")
+    session.run("clang-format", "--dry-run", "--Werror", *cpp, silent=True)
 
 
 @nox.session

@@ -4,9 +4,9 @@
 // are registered from Python (openreg_eager/custom_ops.py), the usual split.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -43,13 +43,12 @@ at::Tensor scaled_silu_cpu(const at::Tensor& x, double scale) {
 }
 
 at::Tensor scaled_silu_openreg(const at::Tensor& x, double scale) {
-  TORCH_CHECK(x.is_floating_point(), "openreg::scaled_silu expects a floating-point tensor, but got ",
-              x.scalar_type());
+  TORCH_CHECK(x.is_floating_point(), "openreg::scaled_silu expects a floating-point tensor, but got ", x.scalar_type());
   c10::DeviceGuard guard(x.device());
   at::Tensor input = x.contiguous();
-  at::Tensor out = at::detail::empty_generic(input.sizes(), glue::device_allocator(),
-                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), x.scalar_type(),
-                                             std::nullopt);
+  at::Tensor out =
+      at::detail::empty_generic(input.sizes(), glue::device_allocator(),
+                                c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), x.scalar_type(), std::nullopt);
   glue::HostView in = glue::HostView::of(input), res = glue::HostView::of(out);
   glue::launch(x.device().index(), "openreg::scaled_silu", {in.data(), res.data()},
                [in, res, scale] { scaled_silu_host(in.tensor(), res.tensor(), scale); });

@@ -30,7 +30,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const
   std::string op_name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
   const std::string policy = fallback_policy();
   TORCH_CHECK_NOT_IMPLEMENTED(policy != "error", "'", op_name, "' would run through the CPU fallback on openreg (",
-                              reason, ") and OPENREG_FALLBACK=error forbids it. Unset OPENREG_FALLBACK or set it to "
+                              reason,
+                              ") and OPENREG_FALLBACK=error forbids it. Unset OPENREG_FALLBACK or set it to "
                               "warn or silent to allow it.");
   bool first;
   {

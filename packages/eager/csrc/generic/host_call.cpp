@@ -90,8 +90,8 @@ void HostCall::add_view(const at::Tensor& t, int element) {
   const auto at = static_cast<uint32_t>(shapes_.size());
   shapes_.append(t.sizes().begin(), t.sizes().end());
   shapes_.append(t.strides().begin(), t.strides().end());
-  views_.push_back(View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()),
-                        static_cast<uint16_t>(t.dim())});
+  views_.push_back(
+      View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()), static_cast<uint16_t>(t.dim())});
 }
 
 glue::HostView HostCall::view(const View& v) const {
@@ -120,7 +120,8 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
   const auto& schema = op.schema().arguments();
   auto writes = [&](const View& v) {
     const auto arg = static_cast<size_t>(v.arg);
-    return v.arg >= n_inputs_ || (arg < schema.size() && schema[arg].alias_info() && schema[arg].alias_info()->isWrite());
+    return v.arg >= n_inputs_ ||
+           (arg < schema.size() && schema[arg].alias_info() && schema[arg].alias_info()->isWrite());
   };
   // At the call, a failure is the caller's (as on the CPU) and the clock is now.
   const uint64_t launched_at = queued_at.value_or(allocation_clock());
@@ -144,8 +145,9 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
   try {
     kernel();
   } catch (const c10::Error& e) {
-    mark(std::make_shared<const AsyncError>("'" + op.schema().name() + "' failed, so its result is not valid: " +
-                                                e.what_without_backtrace(), std::current_exception()));
+    mark(std::make_shared<const AsyncError>(
+        "'" + op.schema().name() + "' failed, so its result is not valid: " + e.what_without_backtrace(),
+        std::current_exception()));
     throw;
   }
   mark(nullptr);

@@ -5,7 +5,6 @@
 // the call as on CUDA) and turned into a CPU stack inside the stream's task.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
-
 #include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 

@@ -4,6 +4,8 @@
 // (PyTorch keeps the Python object alive while C++ holds a second
 // reference): twice per tensor per op. A typed kernel receives references,
 // so it lends the generic kernel borrowed IValues instead.
+#include "hot_ops.h"
+
 #include <ATen/core/IListRef.h>
 #include <ATen/ops/_foreach_add_ops.h>
 #include <ATen/ops/_foreach_mul_ops.h>
@@ -46,7 +48,6 @@
 #include <tuple>
 #include <type_traits>
 
-#include "hot_ops.h"
 #include "kernel.h"
 #include "op_info.h"
 #include "op_policy.h"
@@ -143,9 +144,9 @@ void register_hot_ops(torch::Library& lib) {
                at::_ops::addmm, at::_ops::bmm, at::_ops::sum_dim_IntList, at::_ops::mean_dim, at::_ops::_softmax,
                at::_ops::_softmax_backward_data, at::_ops::_log_softmax, at::_ops::_log_softmax_backward_data,
                at::_ops::nll_loss_forward, at::_ops::nll_loss_backward, at::_ops::native_batch_norm,
-               at::_ops::native_batch_norm_backward, at::_ops::native_layer_norm,
-               at::_ops::native_layer_norm_backward, at::_ops::addcmul_, at::_ops::addcdiv_, at::_ops::lerp__Scalar,
-               at::_ops::_foreach_add__List, at::_ops::_foreach_mul__Scalar,
+               at::_ops::native_batch_norm_backward, at::_ops::native_layer_norm, at::_ops::native_layer_norm_backward,
+               at::_ops::addcmul_, at::_ops::addcdiv_, at::_ops::lerp__Scalar, at::_ops::_foreach_add__List,
+               at::_ops::_foreach_mul__Scalar,
                // what torch.compile's wrappers call for matmuls
                at::_ops::mm_out, at::_ops::addmm_out, at::_ops::bmm_out>(lib);
 }

@@ -11,6 +11,8 @@
 //    run at the call (at_call.cpp), so that its checks raise there;
 //  - data-dependent shapes and non-tensor results: the stream is synchronised
 //    and the CPU kernel runs at the call, as CUDA synchronises for them.
+#include "kernel.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -22,7 +24,6 @@
 #include "at_call.h"
 #include "host_call.h"
 #include "hot_ops.h"
-#include "kernel.h"
 #include "meta.h"
 #include "op_info.h"
 #include "op_policy.h"
@@ -51,15 +52,16 @@ void for_each_tensor(c10::ArrayRef<c10::IValue> args, F&& f) {
 }
 
 at::Tensor alias_of(const at::Tensor& base, const TensorMeta& m) {
-  auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()),
-                                                    base.key_set(), c10::scalarTypeToTypeMeta(m.dtype));
+  auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
+                                                    c10::scalarTypeToTypeMeta(m.dtype));
   t.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, m.offset);
   return t;
 }
 
 Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   auto meta = infer_meta(op, args, /*use_cache=*/false, /*rethrow=*/true);  // its checks are the meta kernel's
-  TORCH_CHECK(meta, "'", op.schema().operator_name(), "' is a view op without a meta kernel, so openreg cannot "
+  TORCH_CHECK(meta, "'", op.schema().operator_name(),
+              "' is a view op without a meta kernel, so openreg cannot "
               "work out the view's shape");
   Results results;
   const auto& rets = op.schema().returns();
@@ -87,7 +89,8 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
         into.resize(into.size() + meta.results[i].size());
         continue;
       }
-      for (const at::Tensor& t : tensors_of(results[i])) into.push_back(t.defined() ? glue::HostView::of(t) : glue::HostView{});
+      for (const at::Tensor& t : tensors_of(results[i]))
+        into.push_back(t.defined() ? glue::HostView::of(t) : glue::HostView{});
     }
   }
   glue::Touches touches;  // only strict mode looks at them
@@ -98,36 +101,38 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
     }
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
-  glue::launch(device, op.schema().name().c_str(), std::move(touches), [call = std::move(call), op, out_op, into = std::move(into),
-                                                                   at = allocation_clock()] {
-    call.guarded(op, into, at, [&] {
-      std::vector<glue::HostView> outs;
-      if (out_op) {
-        try {
-          call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
-          return;
-        } catch (const c10::Error&) {
-          // A few CPU out= kernels use their outputs as scratch space of another
-          // shape, which device memory cannot be: compute functionally instead.
-          outs = call.outs();
-        }
-      }
-      const auto& targets = out_op ? outs : into;
-      torch::jit::Stack out = call.run(op);
-      if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) {
-        return;
-      }
-      size_t k = 0;
-      auto take = [&](const at::Tensor& t) {
-        TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
-        const auto& v = targets[k++];
-        if (v.data() != nullptr) v.tensor().copy_(t);
-      };
-      for (const auto& v : out) {
-        for (const at::Tensor& t : tensors_of(v)) take(t);
-      }
-    });
-  });
+  glue::launch(device, op.schema().name().c_str(), std::move(touches),
+               [call = std::move(call), op, out_op, into = std::move(into), at = allocation_clock()] {
+                 call.guarded(op, into, at, [&] {
+                   std::vector<glue::HostView> outs;
+                   if (out_op) {
+                     try {
+                       call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
+                       return;
+                     } catch (const c10::Error&) {
+                       // A few CPU out= kernels use their outputs as scratch space of another
+                       // shape, which device memory cannot be: compute functionally instead.
+                       outs = call.outs();
+                     }
+                   }
+                   const auto& targets = out_op ? outs : into;
+                   torch::jit::Stack out = call.run(op);
+                   if (std::none_of(targets.begin(), targets.end(),
+                                    [](const glue::HostView& v) { return v.data() != nullptr; })) {
+                     return;
+                   }
+                   size_t k = 0;
+                   auto take = [&](const at::Tensor& t) {
+                     TORCH_INTERNAL_ASSERT(k < targets.size(),
+                                           "the CPU kernel returned more tensors than its meta kernel");
+                     const auto& v = targets[k++];
+                     if (v.data() != nullptr) v.tensor().copy_(t);
+                   };
+                   for (const auto& v : out) {
+                     for (const at::Tensor& t : tensors_of(v)) take(t);
+                   }
+                 });
+               });
   return results;
 }
 
@@ -202,8 +207,10 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
     for_each_tensor(args.slice(i, 1), [&](const at::Tensor& t) {
       if (!t.defined()) return;
       if (t.device().type() == kOpenreg) {
-        if (!device) device = t.device();
-        else if (t.device() != *device && !other) other = t.device();
+        if (!device)
+          device = t.device();
+        else if (t.device() != *device && !other)
+          other = t.device();
       } else if (!(t.is_cpu() && cpu != OpInfo::CpuArg::kNone && (t.dim() == 0 || cpu == OpInfo::CpuArg::kIndices)) &&
                  !other) {
         other = t.device();
@@ -242,12 +249,11 @@ static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::I
   const OpInfo& info = op_info(op);
   const c10::DeviceIndex device = common_device(op, args, info);
   c10::DeviceGuard guard(c10::Device(kOpenreg, device));
-  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'",
-                              op.schema().operator_name(), "' is not implemented for openreg: it has no CPU kernel "
+  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'", op.schema().operator_name(),
+                              "' is not implemented for openreg: it has no CPU kernel "
                               "for openreg to run on device memory");
   if (info.view) return run_view(op, args, info);
-  const bool host = info.host_result ||
-                    (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool()) ||
+  const bool host = info.host_result || (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool()) ||
                     (info.cpu_indices_ok && has_mask_index(args)) ||
                     (info.range_from_values && args[2].toScalar().toDouble() == args[3].toScalar().toDouble());
   if (!host) {
@@ -268,7 +274,6 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
     return Results(std::make_move_iterator(stack.begin()), std::make_move_iterator(stack.end()));
   }
 }
-
 
 // Ops whose kernels win over the fallback (composite ones, or none at all):
 // the generic kernel is registered over them (op_policy.cpp says why).

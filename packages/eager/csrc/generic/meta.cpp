@@ -152,7 +152,8 @@ void put_sharing(Key& key, c10::ArrayRef<c10::IValue> args) {
   put(key, 'S');
   for (size_t i = 0; i < device.size(); ++i) {
     int64_t first = 0;
-    while (device[first]->unsafe_storage().unsafeGetStorageImpl() != device[i]->unsafe_storage().unsafeGetStorageImpl()) {
+    while (device[first]->unsafe_storage().unsafeGetStorageImpl() !=
+           device[i]->unsafe_storage().unsafeGetStorageImpl()) {
       ++first;
     }
     put(key, first), put(key, device[i]->storage_offset());

@@ -86,7 +86,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
-    info.cpu_args.push_back(written                                      ? OpInfo::CpuArg::kNone
+    info.cpu_args.push_back(written                                        ? OpInfo::CpuArg::kNone
                             : info.cpu_indices_ok && a.name() == "indices" ? OpInfo::CpuArg::kIndices
                                                                            : OpInfo::CpuArg::kScalar);
   }

@@ -127,7 +127,8 @@ std::vector<std::string> registered_names(Policy policy) {
   for (const auto& row : kTable) {
     if (row.policy != policy) continue;
     const auto [name, overload] = split(row.op);
-    TORCH_INTERNAL_ASSERT(overload != "*", "op_policy.cpp: '", row.op, "' registers a kernel, so it names one overload");
+    TORCH_INTERNAL_ASSERT(overload != "*", "op_policy.cpp: '", row.op,
+                          "' registers a kernel, so it names one overload");
     std::string unqualified(name.substr(name.find("::") + 2));
     names.push_back(overload.empty() ? unqualified : unqualified + "." + std::string(overload));
   }
@@ -136,15 +137,24 @@ std::vector<std::string> registered_names(Policy policy) {
 
 const char* policy_name(Policy policy) {
   switch (policy) {
-    case P::kHostResults: return "host results";
-    case P::kHostUnlessTraining: return "host unless training";
-    case P::kCpuIndices: return "cpu indices";
-    case P::kRangeFromValues: return "range from values";
-    case P::kBypassComposite: return "bypass composite";
-    case P::kOverrideable: return "overrideable";
-    case P::kKeepWrapper: return "keep wrapper";
-    case P::kHot: return "hot";
-    case P::kOwnKernel: return "own kernel";
+    case P::kHostResults:
+      return "host results";
+    case P::kHostUnlessTraining:
+      return "host unless training";
+    case P::kCpuIndices:
+      return "cpu indices";
+    case P::kRangeFromValues:
+      return "range from values";
+    case P::kBypassComposite:
+      return "bypass composite";
+    case P::kOverrideable:
+      return "overrideable";
+    case P::kKeepWrapper:
+      return "keep wrapper";
+    case P::kHot:
+      return "hot";
+    case P::kOwnKernel:
+      return "own kernel";
   }
   return "?";
 }

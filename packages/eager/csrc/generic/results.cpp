@@ -17,7 +17,8 @@ at::Tensor adopt(const at::Tensor& cpu) {
   if (!cpu.defined()) return cpu;
   // Ops with sparse or quantized results are served by layouts/layout_kernel.cpp.
   TORCH_CHECK(cpu.layout() == at::kStrided && !cpu.is_quantized(), "openreg's generic kernel got a ", cpu.layout(),
-              cpu.is_quantized() ? " quantized" : "", " result from a CPU kernel and cannot hold it: please report this "
+              cpu.is_quantized() ? " quantized" : "",
+              " result from a CPU kernel and cannot hold it: please report this "
               "op to openreg");
   at::Tensor stored = cpu;  // the values as stored, without the lazy bits
   if (stored.is_conj()) stored = stored._conj();
@@ -63,7 +64,8 @@ void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bo
     if (!meta.written[i] || same_shape(args[i].toTensor(), *meta.written[i])) continue;
     const auto& m = *meta.written[i];
     auto* impl = args[i].toTensor().unsafeGetTensorImpl();
-    const size_t needed = at::detail::computeStorageNbytes(m.sizes, m.strides, impl->itemsize(), impl->storage_offset());
+    const size_t needed =
+        at::detail::computeStorageNbytes(m.sizes, m.strides, impl->itemsize(), impl->storage_offset());
     if (needed > impl->storage().nbytes()) {
       at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(needed));
     }

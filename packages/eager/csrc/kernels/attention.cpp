@@ -161,7 +161,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   }
   Tensor out = into(output_layout(q, v.size(-1)), at::matmul(p, v.to(at::kFloat)));
   if (q.dim() == 3) lse = lse.unsqueeze(0);
-  return {out,          lse, Tensor(), Tensor(), c10::SymInt(q.size(-2)), c10::SymInt(k.size(-2)), seed, offset,
+  return {out,
+          lse,
+          Tensor(),
+          Tensor(),
+          c10::SymInt(q.size(-2)),
+          c10::SymInt(k.size(-2)),
+          seed,
+          offset,
           return_debug_mask ? p.to(type) : Tensor()};
 }
 

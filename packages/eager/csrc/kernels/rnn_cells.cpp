@@ -50,8 +50,7 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell_backward(const std::optional<Tensor
 }
 
 std::tuple<Tensor, Tensor> gru_cell(const Tensor& input_gates, const Tensor& hidden_gates, const Tensor& hx,
-                                    const std::optional<Tensor>& input_bias,
-                                    const std::optional<Tensor>& hidden_bias) {
+                                    const std::optional<Tensor>& input_bias, const std::optional<Tensor>& hidden_bias) {
   Tensor ig = input_bias && input_bias->defined() ? input_gates + *input_bias : input_gates;
   Tensor hg = hidden_bias && hidden_bias->defined() ? hidden_gates + *hidden_bias : hidden_gates;
   auto in = ig.chunk(3, 1), hn = hg.chunk(3, 1);
@@ -71,8 +70,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
   Tensor gr = gn * hn * r * (1 - r);
   Tensor grad_input_gates = at::cat({gr, gz, gn}, 1);
   Tensor grad_hidden_gates = at::cat({gr, gz, gn * r}, 1);
-  return {grad_input_gates, grad_hidden_gates, grad_hy * z,
-          has_bias ? grad_input_gates.sum(0) : Tensor(), has_bias ? grad_hidden_gates.sum(0) : Tensor()};
+  return {grad_input_gates, grad_hidden_gates, grad_hy * z, has_bias ? grad_input_gates.sum(0) : Tensor(),
+          has_bias ? grad_hidden_gates.sum(0) : Tensor()};
 }
 
 }  // namespace

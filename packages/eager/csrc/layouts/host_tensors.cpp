@@ -93,8 +93,8 @@ at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
   if (fresh) {
     host = at::empty({0}, t.options().device(at::kCPU));
   } else if (t.is_quantized()) {
-    host = qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t,
-                   moved_quantizer(t.quantizer(), /*device=*/false));
+    host =
+        qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t, moved_quantizer(t.quantizer(), /*device=*/false));
   } else if (t.layout() == at::kStrided) {
     host = dense_to_host(t);
   } else if (t.layout() == at::kSparse) {
@@ -105,8 +105,8 @@ at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
   } else if (at::sparse_csr::is_sparse_compressed(t)) {
     auto* impl = at::sparse_csr::get_sparse_csr_impl(t);
     host = at::_sparse_compressed_tensor_unsafe(
-        dense_to_host(impl->compressed_indices()), dense_to_host(impl->plain_indices()),
-        dense_to_host(impl->values()), t.sizes(), t.scalar_type(), t.layout(), at::Device(at::kCPU), std::nullopt);
+        dense_to_host(impl->compressed_indices()), dense_to_host(impl->plain_indices()), dense_to_host(impl->values()),
+        t.sizes(), t.scalar_type(), t.layout(), at::Device(at::kCPU), std::nullopt);
   } else {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg does not support tensors of layout ", t.layout());
   }
@@ -170,9 +170,9 @@ at::Tensor HostTensors::convert(const at::Tensor& cpu) {
   }
   if (at::sparse_csr::is_sparse_compressed(cpu)) {
     auto* impl = at::sparse_csr::get_sparse_csr_impl(cpu);
-    return at::_sparse_compressed_tensor_unsafe(
-        dense_to_device(impl->compressed_indices()), dense_to_device(impl->plain_indices()),
-        dense_to_device(impl->values()), cpu.sizes(), cpu.scalar_type(), cpu.layout(), device, std::nullopt);
+    return at::_sparse_compressed_tensor_unsafe(dense_to_device(impl->compressed_indices()),
+                                                dense_to_device(impl->plain_indices()), dense_to_device(impl->values()),
+                                                cpu.sizes(), cpu.scalar_type(), cpu.layout(), device, std::nullopt);
   }
   return dense_to_device(cpu);
 }
@@ -206,9 +206,9 @@ void HostTensors::write_back(const at::Tensor& dev, const at::Tensor& host) {
     sparse->set_coalesced(host.is_coalesced());
   } else if (at::sparse_csr::is_sparse_compressed(dev)) {
     auto* from = at::sparse_csr::get_sparse_csr_impl(host);
-    at::sparse_csr::get_sparse_csr_impl(dev)->set_member_tensors(
-        dense_to_device(from->compressed_indices()), dense_to_device(from->plain_indices()),
-        dense_to_device(from->values()), host.sizes());
+    at::sparse_csr::get_sparse_csr_impl(dev)->set_member_tensors(dense_to_device(from->compressed_indices()),
+                                                                 dense_to_device(from->plain_indices()),
+                                                                 dense_to_device(from->values()), host.sizes());
   } else if (device_storage(host.storage()).unsafeGetStorageImpl() == dev.storage().unsafeGetStorageImpl()) {
     // written in place
     impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());

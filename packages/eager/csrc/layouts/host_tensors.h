@@ -55,9 +55,9 @@ class HostTensors {
   c10::Storage device_storage(const c10::Storage& s) const;
 
   c10::DeviceIndex device_;
-  std::vector<std::pair<at::Tensor, at::Tensor>> given_;  // (host, device) per argument converted
+  std::vector<std::pair<at::Tensor, at::Tensor>> given_;                   // (host, device) per argument converted
   std::vector<std::pair<at::QuantizerPtr, at::QuantizerPtr>> quantizers_;  // (host, device)
-  std::vector<c10::Storage> host_storages_, device_storages_;  // one per device allocation, same order
+  std::vector<c10::Storage> host_storages_, device_storages_;              // one per device allocation, same order
   std::vector<const void*> bases_;
 };
 

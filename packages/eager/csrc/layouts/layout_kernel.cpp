@@ -7,8 +7,8 @@
 // for most sparse ops: their results' sizes (nnz) depend on the data. Results
 // the CPU kernel allocates itself are copied into device memory once, since
 // their sizes are known only after it ran; views of the inputs stay views.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -85,8 +85,11 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const std::string what = e.what_without_backtrace();
     if (what.rfind("Could not run", 0) != 0) throw;
     TORCH_CHECK_NOT_IMPLEMENTED(false, "'", op.schema().operator_name(), "' is not supported for openreg ",
-                                layout_of(args), " tensors: openreg runs the CPU's kernels for them, and the CPU "
-                                "has none for these arguments (", what.substr(0, what.find('\n')), "). Convert "
+                                layout_of(args),
+                                " tensors: openreg runs the CPU's kernels for them, and the CPU "
+                                "has none for these arguments (",
+                                what.substr(0, what.find('\n')),
+                                "). Convert "
                                 "them first (.to_dense(), .dequantize()) or run the op on the CPU.");
   }
   torch::jit::drop(*stack, n);
@@ -95,9 +98,7 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
-}
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>()); }
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
@@ -131,10 +132,8 @@ void serve_like_the_cpu(torch::Library& lib, c10::DispatchKey key, c10::Dispatch
 const bool g_registered = [] {
   using c10::DispatchKey;
   static torch::Library coo(torch::Library::IMPL, "aten", DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
-  static torch::Library compressed(torch::Library::IMPL, "aten", DispatchKey::SparseCsrPrivateUse1, __FILE__,
-                                   __LINE__);
-  static torch::Library quantized(torch::Library::IMPL, "aten", DispatchKey::QuantizedPrivateUse1, __FILE__,
-                                  __LINE__);
+  static torch::Library compressed(torch::Library::IMPL, "aten", DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
+  static torch::Library quantized(torch::Library::IMPL, "aten", DispatchKey::QuantizedPrivateUse1, __FILE__, __LINE__);
   static torch::Library dense(torch::Library::IMPL, "aten", DispatchKey::PrivateUse1, __FILE__, __LINE__);
   register_sparse_structure(coo, compressed);
   register_quantized_structure(quantized, dense);
@@ -143,11 +142,10 @@ const bool g_registered = [] {
   serve_like_the_cpu(compressed, DispatchKey::SparseCsrPrivateUse1, DispatchKey::SparseCsrCPU);
   serve_like_the_cpu(quantized, DispatchKey::QuantizedPrivateUse1, DispatchKey::QuantizedCPU);
   // Dense ops whose results are sparse or quantized.
-  for (const char* name :
-       {"quantize_per_tensor", "quantize_per_tensor.tensor_qparams", "quantize_per_tensor.tensors",
-        "quantize_per_tensor_dynamic", "quantize_per_channel", "_make_per_tensor_quantized_tensor",
-        "_make_per_channel_quantized_tensor", "_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr",
-        "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}) {
+  for (const char* name : {"quantize_per_tensor", "quantize_per_tensor.tensor_qparams", "quantize_per_tensor.tensors",
+                           "quantize_per_tensor_dynamic", "quantize_per_channel", "_make_per_tensor_quantized_tensor",
+                           "_make_per_channel_quantized_tensor", "_to_sparse", "_to_sparse.sparse_dim",
+                           "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}) {
     dense.impl(name, torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
   }
   return true;

@@ -19,9 +19,10 @@ namespace {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   const c10::Device device = dst.is_cpu() ? self.device() : dst.device();
-  TORCH_CHECK(self.is_cpu() || dst.is_cpu() || self.device() == dst.device(), "copy_: quantized tensors are copied "
-              "between the CPU and an openreg device or within one device, not from ", self.device(), " to ",
-              dst.device());
+  TORCH_CHECK(self.is_cpu() || dst.is_cpu() || self.device() == dst.device(),
+              "copy_: quantized tensors are copied "
+              "between the CPU and an openreg device or within one device, not from ",
+              self.device(), " to ", dst.device());
   c10::DeviceGuard guard(device);
   wait_for_queued_work(device.index());
   at::AutoDispatchBelowADInplaceOrView below_autograd;

@@ -9,8 +9,8 @@
 #include <ATen/ops/_dimV_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
-#include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_to_dense_native.h>
 #include <ATen/ops/_values_native.h>
 #include <ATen/ops/ccol_indices_native.h>
@@ -19,15 +19,15 @@
 #include <ATen/ops/copy_sparse_to_sparse_native.h>
 #include <ATen/ops/crow_indices_native.h>
 #include <ATen/ops/dense_dim_native.h>
-#include <ATen/ops/empty_native.h>
 #include <ATen/ops/empty_like_native.h>
+#include <ATen/ops/empty_native.h>
 #include <ATen/ops/indices_native.h>
 #include <ATen/ops/is_coalesced_native.h>
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/row_indices_native.h>
 #include <ATen/ops/sparse_dim_native.h>
-#include <ATen/ops/sparse_resize_native.h>
 #include <ATen/ops/sparse_resize_and_clear_native.h>
+#include <ATen/ops/sparse_resize_native.h>
 #include <ATen/ops/values_native.h>
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>

@@ -49,9 +49,15 @@ std::size_t parse_size(const std::string& text, const char* variable) {
   std::size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   std::string unit = text.substr(i);
-  static const std::pair<const char*, std::size_t> units[] = {
-      {"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
-      {"KB", 1000ull}, {"MB", 1000ull * 1000}, {"GB", 1000ull * 1000 * 1000}};
+  static const std::pair<const char*, std::size_t> units[] = {{"", 1},
+                                                              {"B", 1},
+                                                              {"KiB", 1ull << 10},
+                                                              {"MiB", 1ull << 20},
+                                                              {"GiB", 1ull << 30},
+                                                              {"TiB", 1ull << 40},
+                                                              {"KB", 1000ull},
+                                                              {"MB", 1000ull * 1000},
+                                                              {"GB", 1000ull * 1000 * 1000}};
   // What a process can reserve: x86-64 and AArch64 give user space 128 TiB.
   constexpr std::size_t kMax = 1ull << 47;
   const auto* scale = std::find_if(std::begin(units), std::end(units), [&](const auto& u) { return unit == u.first; });
@@ -59,7 +65,8 @@ std::size_t parse_size(const std::string& text, const char* variable) {
     std::size_t value = 0;
     // 19 digits always fit in 64 bits; the product may not
     if (i > 19 || __builtin_mul_overflow(std::stoull(text.substr(0, i)), scale->second, &value) || value > kMax) {
-      throw Error(std::string(variable) + "='" + text + "' is more memory than a process can reserve: use at most "
+      throw Error(std::string(variable) + "='" + text +
+                  "' is more memory than a process can reserve: use at most "
                   "128TiB, and no more than the host's memory and swap (e.g. 8GiB)");
     }
     if (value > 0) return value;

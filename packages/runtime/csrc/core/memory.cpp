@@ -44,9 +44,12 @@ void put(Map& map, typename Map::key_type key, typename Map::mapped_type value,
 
 std::string human(std::size_t bytes) {
   char buf[32];
-  if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
-  else if (bytes >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / double(1ull << 20));
-  else std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  if (bytes >= (1ull << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
+  else if (bytes >= (1ull << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / double(1ull << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
   return buf;
 }
 
@@ -169,9 +172,9 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
       if (attempt > 0) {
         ++stats_.num_ooms;
         throw OutOfMemory("openreg:" + std::to_string(device_) + " is out of memory: tried to allocate " +
-                          human(nbytes) + "; " + human(stats_.allocated_bytes[StatType::Aggregate].current) + " is allocated by tensors and " +
-                          human(stats_.reserved_bytes[StatType::Aggregate].current) + " reserved in total, of a capacity of " +
-                          human(capacity()) +
+                          human(nbytes) + "; " + human(stats_.allocated_bytes[StatType::Aggregate].current) +
+                          " is allocated by tensors and " + human(stats_.reserved_bytes[StatType::Aggregate].current) +
+                          " reserved in total, of a capacity of " + human(capacity()) +
                           ". Free some tensors, or raise the capacity with OPENREG_DEVICE_MEMORY (e.g. 16GiB).");
       }
       ++stats_.num_alloc_retries;

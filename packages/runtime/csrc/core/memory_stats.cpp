@@ -25,8 +25,8 @@ namespace {
 
 template <class F>
 void for_each_stat(MemoryStats& stats, F f) {
-  for (StatArray* a : {&stats.allocation, &stats.segment, &stats.active, &stats.allocated_bytes,
-                       &stats.reserved_bytes, &stats.active_bytes, &stats.requested_bytes}) {
+  for (StatArray* a : {&stats.allocation, &stats.segment, &stats.active, &stats.allocated_bytes, &stats.reserved_bytes,
+                       &stats.active_bytes, &stats.requested_bytes}) {
     for (Stat& s : a->by_type) f(s);
   }
 }

@@ -47,7 +47,7 @@ SharedMemory create_shared(int device, std::size_t size) {
 
 SharedMemory open_shared(int device, int fd, std::size_t size) {
   check_device(device);
-  struct stat st {};
+  struct stat st{};
   if (fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < size) {
     close(fd);
     throw Error("the shared openreg memory received is smaller than the " + std::to_string(size) +

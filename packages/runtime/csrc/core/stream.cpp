@@ -21,7 +21,7 @@ struct DeviceState {
   std::array<std::atomic<Stream*>, kStreams> streams{};
   std::atomic<int> next_pool{0};
   std::mutex error_mu;
-  std::string error;  // first failure not yet raised
+  std::string error;         // first failure not yet raised
   std::exception_ptr cause;  // what that task threw
 };
 

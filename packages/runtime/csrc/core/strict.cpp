@@ -60,7 +60,7 @@ int device_protection() { return config().strict ? PROT_NONE : (PROT_READ | PROT
 
 void install_fault_report() {
   static const bool installed = [] {
-    struct sigaction action {};
+    struct sigaction action{};
     action.sa_sigaction = &report_fault;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);

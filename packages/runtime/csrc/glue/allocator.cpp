@@ -115,8 +115,8 @@ struct PinnedAllocator final : at::HostAllocator {
   at::DataPtr allocate(size_t nbytes) override {
     void* p = nullptr;
     if (nbytes > 0) {
-      TORCH_CHECK_WITH(OutOfMemoryError, posix_memalign(&p, 4096, nbytes) == 0,
-                       "openreg could not allocate ", nbytes, " bytes of pinned host memory");
+      TORCH_CHECK_WITH(OutOfMemoryError, posix_memalign(&p, 4096, nbytes) == 0, "openreg could not allocate ", nbytes,
+                       " bytes of pinned host memory");
       std::lock_guard<std::mutex> lock(mu);
       live[reinterpret_cast<std::uintptr_t>(p)] = nbytes;
       count(nbytes, +1);

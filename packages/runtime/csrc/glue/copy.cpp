@@ -14,9 +14,7 @@
 namespace openreg::glue {
 namespace {
 
-bool stays_async(const at::Tensor& host, bool non_blocking) {
-  return non_blocking && is_pinned(host.storage().data());
-}
+bool stays_async(const at::Tensor& host, bool non_blocking) { return non_blocking && is_pinned(host.storage().data()); }
 
 // Makes `waiter` (current stream of its device) wait for the work queued so
 // far on the current stream of `device`.

@@ -22,11 +22,28 @@ std::atomic<FallbackFn> g_handler{nullptr};
 // boolean masks and does arithmetic on 0-dim results. Matched by name, any
 // overload (.out included).
 bool is_inspection_op(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  static const std::unordered_set<std::string_view> names = {
-      "aten::abs", "aten::isfinite", "aten::isnan", "aten::isinf", "aten::ne", "aten::eq", "aten::gt",
-      "aten::lt", "aten::ge", "aten::le", "aten::masked_select", "aten::bitwise_and", "aten::logical_and",
-      "aten::max", "aten::min", "aten::ceil", "aten::floor", "aten::any", "aten::all", "aten::equal",
-      "aten::cat", "aten::stack"};
+  static const std::unordered_set<std::string_view> names = {"aten::abs",
+                                                             "aten::isfinite",
+                                                             "aten::isnan",
+                                                             "aten::isinf",
+                                                             "aten::ne",
+                                                             "aten::eq",
+                                                             "aten::gt",
+                                                             "aten::lt",
+                                                             "aten::ge",
+                                                             "aten::le",
+                                                             "aten::masked_select",
+                                                             "aten::bitwise_and",
+                                                             "aten::logical_and",
+                                                             "aten::max",
+                                                             "aten::min",
+                                                             "aten::ceil",
+                                                             "aten::floor",
+                                                             "aten::any",
+                                                             "aten::all",
+                                                             "aten::equal",
+                                                             "aten::cat",
+                                                             "aten::stack"};
   if (names.count(op.schema().name()) > 0) return true;
   const auto n = op.schema().arguments().size();
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
@@ -49,8 +66,6 @@ void runtime_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void set_fallback_handler(FallbackFn fn) { g_handler.store(fn); }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&runtime_fallback>());
-}
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&runtime_fallback>()); }
 
 }  // namespace openreg::glue

@@ -31,7 +31,9 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     return c10::Device(kType, static_cast<c10::DeviceIndex>(previous));
   }
   c10::Device getDevice() const override { return c10::Device(kType, static_cast<c10::DeviceIndex>(current_device())); }
-  void setDevice(c10::Device d) const override { checked([&] { set_device(d.index()); }); }
+  void setDevice(c10::Device d) const override {
+    checked([&] { set_device(d.index()); });
+  }
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     try {
       set_device(d.index());

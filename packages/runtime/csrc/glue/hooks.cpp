@@ -49,8 +49,12 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
   void init() const override { checked(mark_initialized); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return is_initialized(); }
-  c10::DeviceIndex deviceCount() const override { return checked([] { return static_cast<c10::DeviceIndex>(device_count()); }); }
-  void setCurrentDevice(c10::DeviceIndex d) const override { checked([&] { set_device(d); }); }
+  c10::DeviceIndex deviceCount() const override {
+    return checked([] { return static_cast<c10::DeviceIndex>(device_count()); });
+  }
+  void setCurrentDevice(c10::DeviceIndex d) const override {
+    checked([&] { set_device(d); });
+  }
   c10::DeviceIndex getCurrentDevice() const override { return static_cast<c10::DeviceIndex>(current_device()); }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
     return static_cast<c10::DeviceIndex>(checked([&] { return exchange_device(d); }));

@@ -2,10 +2,10 @@
 // openreg. Views share device memory; nothing here copies data.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
-#include <ATen/ops/_reshape_alias_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/strides.h>
 #include <torch/library.h>
@@ -62,8 +62,8 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
   auto size = C10_AS_INTARRAYREF_SLOW(sym_size);
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
-  const size_t nbytes = at::detail::computeStorageNbytesContiguous(size, impl->dtype().itemsize(),
-                                                                   impl->storage_offset());
+  const size_t nbytes =
+      at::detail::computeStorageNbytesContiguous(size, impl->dtype().itemsize(), impl->storage_offset());
   if (nbytes > impl->storage().nbytes()) {
     c10::DeviceGuard guard(self.device());
     at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(nbytes));

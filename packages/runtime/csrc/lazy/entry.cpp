@@ -71,8 +71,8 @@ const at::PrivateUse1HooksInterface& glue() {
     if (dlopen(glue_path().c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) error = dlerror();
   });
   const auto* hooks = g_glue.load(std::memory_order_acquire);
-  TORCH_CHECK(hooks != nullptr, "the openreg device cannot start: its runtime library ", glue_path(),
-              " did not load (", error.empty() ? "it did not register" : error,
+  TORCH_CHECK(hooks != nullptr, "the openreg device cannot start: its runtime library ", glue_path(), " did not load (",
+              error.empty() ? "it did not register" : error,
               "). Fix: reinstall it: pip install --force-reinstall --no-deps openreg-runtime");
   return *hooks;
 }

@@ -15,7 +15,8 @@ struct Forwarding final : ProfilerStubs {
   const ProfilerStubs& real() const {
     glue();
     const ProfilerStubs* loaded = torch::profiler::impl::privateuse1Stubs();
-    TORCH_CHECK(loaded != this, "openreg's runtime library loaded without its profiler methods. Fix: reinstall it: "
+    TORCH_CHECK(loaded != this,
+                "openreg's runtime library loaded without its profiler methods. Fix: reinstall it: "
                 "pip install --force-reinstall --no-deps openreg-runtime");
     return *loaded;
   }

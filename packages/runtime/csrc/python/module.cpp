@@ -1,10 +1,9 @@
 // openreg_runtime._C: what the Python device module (torch.openreg) needs
 // beyond the generic torch.Stream/torch.Event/torch.accelerator APIs.
+#include <dlfcn.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
-
-#include <dlfcn.h>
 
 #include <chrono>
 #include <thread>
@@ -104,8 +103,9 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("is_initialized", &is_initialized);
   m.def("in_bad_fork", &in_bad_fork);
-  m.def("synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },
-        "Waits for every stream of `device` (all devices if negative).");
+  m.def(
+      "synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },
+      "Waits for every stream of `device` (all devices if negative).");
 
   m.def("memory_stats", &memory_stats);
   m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });
@@ -134,8 +134,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_fail", [](std::string message) {
     int d = current_device();
-    glue::checked([&] {
-      current_stream(d).launch("injected failure", [message] { throw Error(message); });
-    });
+    glue::checked([&] { current_stream(d).launch("injected failure", [message] { throw Error(message); }); });
   });
 }

@@ -20,8 +20,8 @@ inline std::vector<TestCase>& test_cases() {
   return cases;
 }
 
-#define TEST(name)                                                                  \
-  static void name();                                                               \
+#define TEST(name)                                                                     \
+  static void name();                                                                  \
   static const bool name##_registered = (test_cases().push_back({#name, name}), true); \
   static void name()
 
@@ -33,14 +33,14 @@ inline std::vector<TestCase>& test_cases() {
 
 #define CHECK(cond) ((cond) ? (void)0 : check_failed(#cond, __FILE__, __LINE__))
 
-#define CHECK_THROWS(statement, type)                                  \
-  do {                                                                 \
-    try {                                                              \
-      statement;                                                       \
-    } catch (const type&) {                                            \
-      break;                                                           \
-    }                                                                  \
-    check_failed(#statement " throws " #type, __FILE__, __LINE__);   \
+#define CHECK_THROWS(statement, type)                              \
+  do {                                                             \
+    try {                                                          \
+      statement;                                                   \
+    } catch (const type&) {                                        \
+      break;                                                       \
+    }                                                              \
+    check_failed(#statement " throws " #type, __FILE__, __LINE__); \
   } while (0)
 
 inline int run_tests() {

@@ -6,12 +6,12 @@
 // into a malloc'd host blob, which PyTorch refuses to wrap as openreg tensors (the memory is not the device's).
 // openreg's runner hands the model "cpu[:N]"; the constructor then claims openreg:N (no N: the current device) and
 // loads the embedded constants itself, into device memory, before the container would load them.
+#include <openreg_inductor/launch.h>
+#include <torch/csrc/inductor/aoti_runtime/model_base.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-
-#include <openreg_inductor/launch.h>
-#include <torch/csrc/inductor/aoti_runtime/model_base.h>
 
 namespace openreg_inductor {
 

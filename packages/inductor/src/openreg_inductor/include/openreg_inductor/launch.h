@@ -4,13 +4,12 @@
 // code is not linked against: they look its functions up by name, typed by the declarations in c_api.h, so that a
 // changed signature fails to compile here instead of being called the old way.
 #include <dlfcn.h>
+#include <openreg/core/c_api.h>
 
 #include <cstddef>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
-
-#include <openreg/core/c_api.h>
 
 namespace openreg_inductor {
 
@@ -25,7 +24,10 @@ Fn* runtime_function(const char* name) {
 // The device pointer among a kernel's arguments (strict mode opens it for the kernel), or nullptr.
 template <class T>
 const void* pointer(T value) {
-  if constexpr (std::is_pointer_v<T>) return value; else return nullptr;
+  if constexpr (std::is_pointer_v<T>)
+    return value;
+  else
+    return nullptr;
 }
 
 // A host scalar passed to a queued kernel by value: the kernel sees a pointer to the copy.
@@ -44,9 +46,10 @@ void launch(const char* name, int flags, K kernel, A... args) {
   using Call = std::tuple<K, A...>;
   const void* touched[sizeof...(A) + 1] = {pointer(args)...};
   char err[1024] = "";
-  int rc = launch_host_fn(name, [](void* c) { std::apply([](K k, A&... a) { k(a...); }, *static_cast<Call*>(c)); },
-                          new Call(kernel, args...), [](void* c) { delete static_cast<Call*>(c); }, touched,
-                          sizeof...(A), flags, err, sizeof err);
+  int rc = launch_host_fn(
+      name, [](void* c) { std::apply([](K k, A&... a) { k(a...); }, *static_cast<Call*>(c)); },
+      new Call(kernel, args...), [](void* c) { delete static_cast<Call*>(c); }, touched, sizeof...(A), flags, err,
+      sizeof err);
   if (rc != 0) throw std::runtime_error(err);
 }
 

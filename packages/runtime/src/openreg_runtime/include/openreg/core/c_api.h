@@ -15,8 +15,8 @@ extern "C" {
 // literal). With OPENREG_LAUNCH_WAIT in flags it returns once fn has run,
 // failing if the device has a failure to report. On failure returns -1 with
 // a message in err (NUL-terminated, at most errlen bytes).
-int openreg_launch_host_fn(const char* name, void (*fn)(void*), void* ctx, void (*drop)(void*),
-                           const void* const* ptrs, std::size_t n, int flags, char* err, std::size_t errlen);
+int openreg_launch_host_fn(const char* name, void (*fn)(void*), void* ctx, void (*drop)(void*), const void* const* ptrs,
+                           std::size_t n, int flags, char* err, std::size_t errlen);
 
 enum { OPENREG_LAUNCH_WAIT = 1 };
 

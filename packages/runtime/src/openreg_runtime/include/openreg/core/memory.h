@@ -69,8 +69,8 @@ class DeviceMemory {
     std::size_t size;
     std::size_t requested;
     int stream;
-    uint64_t allocation = 0;  // allocation_clock() when it was handed out
-    uint64_t other_streams;  // bitmask of streams recorded with record_stream
+    uint64_t allocation = 0;     // allocation_clock() when it was handed out
+    uint64_t other_streams;      // bitmask of streams recorded with record_stream
     std::vector<Event> pending;  // events to pass before the block is free
   };
   void* take_cached(std::size_t size, std::size_t requested, int stream);

@@ -22,7 +22,8 @@ class Stream;
 class Task {
  public:
   template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Task>>>
-  Task(F&& f) : node_(new detail::TaskHolder<std::decay_t<F>>(std::forward<F>(f))) {}  // NOLINT: implicit, like std::function
+  Task(F&& f)
+      : node_(new detail::TaskHolder<std::decay_t<F>>(std::forward<F>(f))) {}  // NOLINT: implicit, like std::function
 
  private:
   friend class Stream;

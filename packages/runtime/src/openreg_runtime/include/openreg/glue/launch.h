@@ -36,7 +36,9 @@ struct HostAlias {
   // that share device memory must share one, so ATen's overlap checks see it.
   c10::Storage storage() const;
   // The CPU tensor of that shape on this memory; call inside the task.
-  at::Tensor tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const { return tensor(storage(), sizes, strides); }
+  at::Tensor tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
+    return tensor(storage(), sizes, strides);
+  }
   at::Tensor tensor(c10::Storage storage, c10::IntArrayRef sizes, c10::IntArrayRef strides) const;
 };
 

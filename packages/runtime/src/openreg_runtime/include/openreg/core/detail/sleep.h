@@ -18,7 +18,9 @@ class Sleep {
     // No fence before this look (see worker_sleep()): a fence would make every
     // launch wait for the task's link to reach the worker's core.
     if (worker_sleeping_.load(std::memory_order_relaxed)) {
-      { std::lock_guard<std::mutex> lock(mu_); }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+      }
       work_cv_.notify_one();
     }
   }
