@@ -103,6 +103,25 @@ def test_a_data_dependent_error_keeps_its_type_when_raised_at_a_later_sync():
     assert (x + 1).sum().item() == 3.0
 
 
+def _ldexp_half(d):
+    return torch.tensor([-2, 2**-10], dtype=torch.half, device=d), torch.tensor([-25, 20], device=d)
+
+
+# Values past the range a naive composite kernel keeps: the CPU kernel's exact ones, as CUDA's.
+VALUES = {
+    "ldexp float16": lambda d: torch.ldexp(*_ldexp_half(d)),
+    "ldexp float16 out=": lambda d: torch.ldexp(*_ldexp_half(d), out=torch.empty(2, dtype=torch.half, device=d)),
+    "ldexp_ float16": lambda d: _ldexp_half(d)[0].ldexp_(_ldexp_half(d)[1]),
+    "ldexp bfloat16": lambda d: torch.ldexp(torch.tensor([3.0], dtype=torch.bfloat16, device=d),
+                                            torch.tensor([-130], device=d)),
+}
+
+
+@pytest.mark.parametrize("case", VALUES)
+def test_values_are_the_cpus(case):
+    assert_same_outcome(VALUES[case])
+
+
 def _overlap(write):
     def fn(d):
         x = torch.arange(5.0, device=d)
@@ -425,3 +444,25 @@ def test_a_cpu_tensor_may_be_read_as_a_scalar_or_an_index_but_never_written(case
     x = torch.zeros(5, device="openreg")
     x.index_put_((torch.tensor([0, 1]),), torch.tensor(3.0))  # CPU indices, a CPU scalar value
     assert (x * torch.tensor(2.0)).cpu().tolist() == [6.0, 6.0, 0.0, 0.0, 0.0]
+
+
+# What CPU autocast leaves alone on CUDA, it leaves alone on openreg: the CPU kernels openreg runs, at the
+# call or while a reading thread runs queued work, and the meta kernels that work out an op's result.
+AUTOCAST_CPU_CASES = {
+    "result worked out on meta": lambda a, b: torch.ops.aten._cdist_forward(a, b, 2.0, None),
+    "sparse op run at the call": lambda a, b: torch.sparse.mm(a.to_sparse(), b.t()),
+    "queued matmul": lambda a, b: a @ b.t(),
+}
+
+
+@pytest.mark.parametrize("case", AUTOCAST_CPU_CASES.values(), ids=AUTOCAST_CPU_CASES.keys())
+def test_cpu_autocast_leaves_openreg_ops_alone(case):
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(40, 30, generator=g), torch.randn(50, 30, generator=g)
+    want = case(a, b)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = case(a.to("openreg"), b.to("openreg"))
+        total = got.sum().item()  # a read inside: queued work may run on this thread
+    assert got.dtype == want.dtype
+    assert_close(got.cpu(), want.to_dense())
+    assert total == pytest.approx(want.sum().item(), rel=1e-5)

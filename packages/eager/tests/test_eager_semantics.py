@@ -154,6 +154,48 @@ def test_item_and_tolist_see_queued_results():
     assert bool((x > 100).any()) is False
 
 
+# A host thread that waits for its stream runs the queued kernels itself (the worker idle): these check that
+# they run as they would on the worker, in order and outside the caller's thread-local state.
+
+
+def test_reading_elements_one_at_a_time_after_queued_work_matches_cpu():
+    x_cpu = _cpu_randn(300)
+    x = x_cpu.to(D0)
+    for step in range(50):
+        x_cpu = x_cpu * 0.5 + step
+        x = x * 0.5 + step
+        assert x[step].item() == x_cpu[step].item()
+    assert [x[i].item() for i in range(x.numel())] == x_cpu.tolist()
+
+
+def _ops_seen(device):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    seen = []
+    x = _cpu_randn(64).to(device)
+    with Log():
+        y = (x * 2 + 1).abs()
+        (y >= 0).all().item()
+        y.sum().tolist()
+        y.cpu()
+    return seen
+
+
+def test_a_dispatch_mode_sees_the_same_ops_on_openreg_as_on_cpu():
+    """Reads included: openreg dispatches nothing of its own, and the CPU kernels that run queued work (on the
+    reading thread, or the worker) are not seen."""
+    cpu = [op for op in _ops_seen("cpu") if op != "aten._to_copy.default"]
+    openreg = _ops_seen(D0)
+    assert openreg.count("aten._to_copy.default") == 2  # tolist() and cpu() copy to the host, as on CUDA
+    assert [op for op in openreg if op != "aten._to_copy.default"] == cpu
+
+
+
 # --------------------------------------------------------------------------- devices
 
 

@@ -120,6 +120,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   {
     const glue::Touches touches = call.touches();
     HostAccess access(touches.data(), touches.size());
+    glue::WorkerDispatchState as_on_the_device;
     try {
       glue::checked([&] {  // an input a failed task left invalid raises that failure
         call.guarded(op, {}, std::nullopt, [&] {

@@ -17,11 +17,18 @@
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/any_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/ge_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/le_ops.h>
 #include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/lt_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -29,6 +36,7 @@
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
+#include <ATen/ops/ne_ops.h>
 #include <ATen/ops/nll_loss_backward_ops.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
 #include <ATen/ops/relu_ops.h>
@@ -147,6 +155,10 @@ void register_hot_ops(torch::Library& lib) {
                at::_ops::native_batch_norm_backward, at::_ops::native_layer_norm, at::_ops::native_layer_norm_backward,
                at::_ops::addcmul_, at::_ops::addcdiv_, at::_ops::lerp__Scalar, at::_ops::_foreach_add__List,
                at::_ops::_foreach_mul__Scalar,
+               // what a Python loop or condition on device values issues before each read
+               at::_ops::eq_Scalar, at::_ops::ne_Scalar, at::_ops::ge_Scalar, at::_ops::gt_Scalar, at::_ops::le_Scalar,
+               at::_ops::lt_Scalar, at::_ops::eq_Tensor, at::_ops::ne_Tensor, at::_ops::ge_Tensor, at::_ops::gt_Tensor,
+               at::_ops::le_Tensor, at::_ops::lt_Tensor, at::_ops::all, at::_ops::any,
                // what torch.compile's wrappers call for matmuls
                at::_ops::mm_out, at::_ops::addmm_out, at::_ops::bmm_out>(lib);
 }

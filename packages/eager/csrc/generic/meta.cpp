@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "openreg/glue/launch.h"
+
 namespace openreg::eager {
 namespace {
 
@@ -192,6 +194,7 @@ std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10
   std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
   if (!rethrow) quiet.emplace(&discard);
   try {
+    glue::WorkerDispatchState as_on_the_device;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
   } catch (const std::exception&) {
     if (rethrow) throw;

@@ -9,6 +9,11 @@ using P = Policy;
 
 constexpr std::string_view kSlowComposite =
     "its composite kernel decomposes it into slower or less exact steps than the CPU kernel";
+constexpr std::string_view kLoopReason =
+    "issued before each read of a Python loop or condition over device values: a typed kernel skips boxing";
+constexpr std::string_view kStubOfCpuAndCuda =
+    "its composite kernel calls the exact kernel on CPU and CUDA only, elsewhere multiplying by 2**other in "
+    "self's dtype (which overflows float16)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -40,6 +45,9 @@ constexpr OpPolicy kTable[] = {
     {"aten::any.dims_out", P::kBypassComposite, kSlowComposite},
     {"aten::all.dims_out", P::kBypassComposite, kSlowComposite},
     {"aten::linalg__powsum", P::kBypassComposite, kSlowComposite},
+    {"aten::ldexp.Tensor", P::kBypassComposite, kStubOfCpuAndCuda},
+    {"aten::ldexp.out", P::kBypassComposite, kStubOfCpuAndCuda},
+    {"aten::ldexp_", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::mode.values", P::kBypassComposite, "its composite kernel accepts only CPU, CUDA and XPU tensors"},
     {"aten::new_empty_strided", P::kKeepWrapper,
      "its wrapper only allocates, with any strides (overlapping ones too), as it should"},
@@ -54,6 +62,20 @@ constexpr OpPolicy kTable[] = {
      "the fused attention a real accelerator provides (kernels/attention.cpp)"},
     {"aten::_scaled_dot_product_fused_attention_overrideable_backward", P::kOwnKernel,
      "the fused attention a real accelerator provides (kernels/attention.cpp)"},
+    {"aten::eq.Scalar", P::kHot, kLoopReason},
+    {"aten::ne.Scalar", P::kHot, kLoopReason},
+    {"aten::ge.Scalar", P::kHot, kLoopReason},
+    {"aten::gt.Scalar", P::kHot, kLoopReason},
+    {"aten::le.Scalar", P::kHot, kLoopReason},
+    {"aten::lt.Scalar", P::kHot, kLoopReason},
+    {"aten::eq.Tensor", P::kHot, kLoopReason},
+    {"aten::ne.Tensor", P::kHot, kLoopReason},
+    {"aten::ge.Tensor", P::kHot, kLoopReason},
+    {"aten::gt.Tensor", P::kHot, kLoopReason},
+    {"aten::le.Tensor", P::kHot, kLoopReason},
+    {"aten::lt.Tensor", P::kHot, kLoopReason},
+    {"aten::all", P::kHot, kLoopReason},
+    {"aten::any", P::kHot, kLoopReason},
     {"aten::add.Tensor", P::kHot, kHotReason},
     {"aten::add_.Tensor", P::kHot, kHotReason},
     {"aten::sub.Tensor", P::kHot, kHotReason},

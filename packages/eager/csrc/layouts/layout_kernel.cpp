@@ -19,6 +19,7 @@
 #include "../generic/op_info.h"
 #include "../generic/results.h"
 #include "host_tensors.h"
+#include "openreg/glue/launch.h"
 #include "registration.h"
 
 namespace openreg::eager {
@@ -45,6 +46,7 @@ torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::
   }
   const std::vector<c10::IValue> given(stack.begin(), stack.end());
   HostAccess access(host.touches().data(), host.touches().size());
+  glue::WorkerDispatchState as_on_the_device;
   op.callBoxed(&stack);
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();

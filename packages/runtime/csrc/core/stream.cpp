@@ -1,5 +1,8 @@
 #include "openreg/core/stream.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <array>
 #include <mutex>
 #include <string>
@@ -55,7 +58,7 @@ uint64_t Stream::launch(const char* name, Task task) {
   const uint64_t seq = tasks_.push(task.node_.release());  // the worker's now
   // In batches: the list's cache line moves between the cores at every look.
   if (seq % kDestroyBatch == 0) tasks_.destroy_finished();
-  sleep_.wake_worker();
+  sleep_.wake_worker(tasks_, seq);
   if (config().launch_blocking) synchronize();
   return seq;
 }
@@ -70,28 +73,73 @@ void Stream::start_worker() {
 
 void Stream::run() {
   t_worker_of = this;
+#ifdef __linux__
+  // A batch thread: woken (by a launch, or at the end of a doze), it takes a core when one is free instead
+  // of preempting the host thread that woke it, whose share of the cores stays the same.
+  const sched_param batch{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
+#endif
   for (;;) {
     detail::TaskNode* node = nullptr;
-    if (!detail::spin_until([&] { return (node = tasks_.pop()) != nullptr; })) node = sleep_.worker_sleep(tasks_);
+    if (!detail::spin_until([&] { return (node = tasks_.take()) != nullptr; })) node = sleep_.worker_sleep(tasks_);
     if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(HostIdle(*node));
-    try {
-      node->run();
-    } catch (const std::exception& e) {
-      record_failure(device_, id_, node->name, e.what(), std::current_exception());
-    } catch (...) {
-      record_failure(device_, id_, node->name, "unknown exception", std::current_exception());
-    }
-    sleep_.task_done(tasks_.finish());
+    run_task(node);
   }
+}
+
+void Stream::run_task(detail::TaskNode* node) {
+  try {
+    node->run();
+  } catch (const std::exception& e) {
+    record_failure(device_, id_, node->name, e.what(), std::current_exception());
+  } catch (...) {
+    record_failure(device_, id_, node->name, "unknown exception", std::current_exception());
+  }
+  sleep_.task_done(tasks_.finish());
+  tasks_.end_turn();
+}
+
+bool Stream::run_until(uint64_t seq) {
+  // A worker waiting for another stream (an event wait) leaves that stream's tasks to its own worker:
+  // its kernels' thread team is sized for the worker it is, and its stream waits meanwhile anyway.
+  if (t_worker_of != nullptr) return reached(seq);
+  bool ran = false;
+  while (!reached(seq)) {
+    detail::TaskNode* node = tasks_.take();
+    if (node == nullptr) break;
+    ran = true;
+    t_worker_of = this;  // what the task launches or waits for runs in place, as on the worker
+    run_task(node);
+    t_worker_of = nullptr;
+  }
+  if (ran && !tasks_.query()) sleep_.wake_now();
+  return reached(seq);
 }
 
 void Stream::wait_for(uint64_t seq) {
   // A task on this stream: what came before it has run, and what follows cannot run until it ends.
   if (t_worker_of == this) return;
+  // Another stream's worker (an event wait) runs none of this stream's tasks: one its launcher left to a
+  // dozing worker must not wait for the doze to end.
+  if (t_worker_of != nullptr && !reached(seq)) sleep_.wake_now();
   detail::HostWaiting waiting;
-  if (!detail::spin_until([&] { return reached(seq); })) sleep_.host_sleep(tasks_, seq);
+  if (!detail::spin_until([&] { return run_until(seq); })) sleep_.host_sleep(tasks_, seq);
   tasks_.destroy_finished();
   tasks_.release_last();
+}
+
+Stream::InOrder::InOrder(Stream& stream) : stream_(stream), outer_(t_worker_of) {
+  check_not_forked();
+  if (outer_ == &stream_) return;  // a task of this stream holds it already
+  while (!stream_.tasks_.take_turn_if_idle()) stream_.wait_for(stream_.last());
+  t_worker_of = &stream_;
+}
+
+Stream::InOrder::~InOrder() {
+  if (outer_ == &stream_) return;
+  t_worker_of = outer_;
+  stream_.tasks_.end_turn();
+  if (!stream_.tasks_.query()) stream_.sleep_.wake_now();
 }
 
 void Stream::synchronize() {

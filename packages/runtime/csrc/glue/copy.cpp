@@ -16,6 +16,16 @@ namespace {
 
 bool stays_async(const at::Tensor& host, bool non_blocking) { return non_blocking && is_pinned(host.storage().data()); }
 
+// A copy between the host and `device`: queued when it may stay asynchronous, else run at the call.
+template <typename F>
+void to_or_from_host(c10::DeviceIndex device, const char* name, const HostView& on_device, bool async, F&& copy) {
+  if (async) {
+    launch(device, name, {on_device.data()}, std::forward<F>(copy));
+  } else {
+    run_in_order(device, {on_device.data()}, copy);
+  }
+}
+
 // Makes `waiter` (current stream of its device) wait for the work queued so
 // far on the current stream of `device`.
 void order_after(c10::DeviceIndex waiter, c10::DeviceIndex device) {
@@ -56,21 +66,18 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   at::assert_no_internal_overlap(dst);
   if (self.device() == dst.device()) at::assert_no_partial_overlap(dst, self);
   if (self.is_cpu()) {
-    const auto device = dst.device().index();
     HostView d = HostView::of(dst);
-    uint64_t seq = launch(device, "copy (host to openreg)", {d.data()}, [d, src = self, at = allocation_clock()] {
-      d.tensor().copy_(src);
-      unpoison(d.base, at);
-    });
-    if (!stays_async(self, non_blocking)) wait(device, seq);
+    to_or_from_host(dst.device().index(), "copy (host to openreg)", d, stays_async(self, non_blocking),
+                    [d, src = self, at = allocation_clock()] {
+                      d.tensor().copy_(src);
+                      unpoison(d.base, at);
+                    });
   } else if (dst.is_cpu()) {
-    const auto device = self.device().index();
     HostView s = HostView::of(self);
-    uint64_t seq = launch(device, "copy (openreg to host)", {s.data()}, [s, dst] {
+    to_or_from_host(self.device().index(), "copy (openreg to host)", s, stays_async(dst, non_blocking), [s, dst] {
       check_valid(s);
       dst.copy_(s.tensor());
     });
-    if (!stays_async(dst, non_blocking)) wait(device, seq);
   } else if (self.device() == dst.device()) {
     HostView s = HostView::of(self), d = HostView::of(dst);
     launch(dst.device().index(), "copy (openreg)", {s.data(), d.data()},
@@ -88,9 +95,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
-  at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
-  copy_from(self, host, false);
-  return at::_local_scalar_dense(host);
+  // Read in place: `.item()` and `bool(t)` are what Python loops over device tensors wait for.
+  HostView s = HostView::of(self);
+  std::optional<at::Scalar> value;
+  run_in_order(self.device().index(), {s.data()}, [&] {
+    check_valid(s);
+    value = at::_local_scalar_dense(s.tensor());
+  });
+  return *value;
 }
 
 }  // namespace

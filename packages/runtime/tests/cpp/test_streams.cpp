@@ -108,13 +108,65 @@ TEST(current_streams_are_per_thread_and_checked) {
 
 std::atomic<int> g_hook_calls{0};
 
-TEST(the_task_hook_runs_before_each_task) {
+TEST(the_task_hook_runs_before_each_task_the_worker_runs) {
   set_task_hook([](const HostIdle&) { g_hook_calls.fetch_add(1); });
   Stream& s = get_stream(0, 6);
-  for (int i = 0; i < 3; ++i) s.launch("counted", [] {});
+  std::atomic<bool> done{false};
+  for (int i = 0; i < 2; ++i) s.launch("counted", [] {});
+  s.launch("last", [&done] { done = true; });
+  // Not a wait on the stream: a waiting host thread would run queued tasks itself, without the hook.
+  while (!done) sleep_ms(1);
   s.synchronize();
   set_task_hook(nullptr);
   CHECK(g_hook_calls.load() == 3);
+}
+
+TEST(in_order_holds_the_stream_for_the_calling_thread) {
+  Stream& s = get_stream(0, 7);
+  Gate gate;
+  std::atomic<int> step{0};
+  s.launch("blocked", gate.waiter());
+  s.launch("first", [&step] { step = 1; });
+  std::thread opener([gate] {
+    sleep_ms(20);
+    gate.open();
+  });
+  {
+    Stream::InOrder held(s);
+    CHECK(step == 1);  // what was queued has run
+    CHECK(in_task());  // what this thread launches now runs in place
+    std::thread([&s, &step] { s.launch("later", [&step] { step = 3; }); }).join();
+    sleep_ms(20);
+    CHECK(step == 1);  // launched elsewhere meanwhile: waits for the holder
+    step = 2;
+  }
+  CHECK(!in_task());
+  s.synchronize();
+  opener.join();
+  CHECK(step == 3);
+}
+
+TEST(a_task_nobody_waits_for_runs_whether_the_worker_dozes_or_sleeps) {
+  Stream& s = get_stream(0, 9);
+  for (int idle_ms : {0, 1, 50}) {  // launched at once, while the worker dozes, once it sleeps
+    s.synchronize();
+    sleep_ms(idle_ms);
+    std::atomic<bool> ran{false};
+    s.launch("unawaited", [&ran] { ran = true; });
+    for (int i = 0; i < 200 && !ran; ++i) sleep_ms(1);  // not a wait on the stream: no host thread runs it
+    CHECK(ran);
+  }
+}
+
+TEST(a_waiting_host_runs_tasks_in_order_with_the_worker) {
+  Stream& s = get_stream(0, 8);
+  std::vector<int> order;  // written by whichever thread holds the turn
+  for (int round = 0; round < 200; ++round) {
+    for (int i = 0; i < 5; ++i) s.launch("append", [&order, i] { order.push_back(i); });
+    s.synchronize();
+  }
+  CHECK(order.size() == 1000);
+  for (size_t i = 0; i < order.size(); ++i) CHECK(order[i] == static_cast<int>(i % 5));
 }
 
 int main() { return run_tests(); }

@@ -4,9 +4,13 @@ the same run and reports openreg time / CPU time. Never fails on a timing."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import platform
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -32,6 +36,7 @@ class Case:
     setup: str = ""
     extra: dict = field(default_factory=dict)
     runs: int = 0  # > 0: time exactly this many runs (for slow one-shot work such as a compilation)
+    contended: bool = False  # timed while every core also runs a busy loop (busy_cores())
 
 
 @dataclass
@@ -55,14 +60,29 @@ def measure(stmt: str, env: dict, min_run_time: float, setup: str = "", runs: in
 ROUNDS = 5
 
 
+@contextlib.contextmanager
+def busy_cores() -> Iterator[None]:
+    """One busy-looping process per core meanwhile: a CI runner's or pytest-xdist's load, under which a thread
+    that sleeps waits for the OS to run it again."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
 def compare(case: Case, min_run_time: float) -> list[tuple[float, float]]:
     """(openreg seconds, CPU seconds) per round. openreg and the CPU are timed in alternating rounds, and the
     ratio reported is the median of the rounds' ratios: a shared machine's speed drifts by up to 2x over
     seconds, which would otherwise land on one side only. One round for cases with a fixed number of runs
     (compilations)."""
     rounds = 1 if case.runs else ROUNDS
-    return [(measure(case.openreg, case.env, min_run_time / rounds, case.setup, case.runs),
-             measure(case.cpu, case.env, min_run_time / rounds, case.setup, case.runs)) for _ in range(rounds)]
+    with busy_cores() if case.contended else contextlib.nullcontext():
+        return [(measure(case.openreg, case.env, min_run_time / rounds, case.setup, case.runs),
+                 measure(case.cpu, case.env, min_run_time / rounds, case.setup, case.runs)) for _ in range(rounds)]
 
 
 def _median(values) -> float:
@@ -75,7 +95,7 @@ def run_suite(suite: Suite, min_run_time: float) -> dict:
     print(suite.title)
     print(", ".join(f"{k} {v}" for k, v in versions.items())
           + f", {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
-    header = f"{'benchmark':<36} {'openreg':>11} {'cpu':>11} {'ratio':>7}  {'bandwidth (GB/s)':<24} goal"
+    header = f"{'benchmark':<48} {'openreg':>11} {'cpu':>11} {'ratio':>7}  {'bandwidth (GB/s)':<24} goal"
     print(header)
     print("-" * len(header))
     rows = []
@@ -91,7 +111,7 @@ def run_suite(suite: Suite, min_run_time: float) -> dict:
             row["bandwidth_ratio"] = cpu / dev
             bandwidth = f"{row['openreg_GBps']:.1f} vs {row['cpu_GBps']:.1f} ({row['bandwidth_ratio']:.2f}x)"
         rows.append(row)
-        print(f"{case.name:<36} {dev * 1e6:>9.1f}us {cpu * 1e6:>9.1f}us {ratio:>6.2f}x  {bandwidth:<24} "
+        print(f"{case.name:<48} {dev * 1e6:>9.1f}us {cpu * 1e6:>9.1f}us {ratio:>6.2f}x  {bandwidth:<24} "
               f"{case.goal}", flush=True)
     return {**versions, "threads": torch.get_num_threads(), "results": rows}
 

@@ -53,13 +53,37 @@ class Stream {
   uint64_t last() const { return tasks_.last(); }
 
   // Blocks until task `seq` has run and destroys finished tasks; raises nothing.
+  // A host thread runs queued tasks up to `seq` itself while the worker runs
+  // none: waking the worker and sleeping until it reports costs more than the
+  // tasks, above all when the OS is slow to schedule the worker (busy cores).
   void wait_for(uint64_t seq);
   // Blocks until everything queued has run, then raises a pending failure.
   void synchronize();
 
+  // Holds the stream for work the calling thread does itself in stream order
+  // (a synchronous copy): waits for, or runs, everything queued, and tasks
+  // launched meanwhile wait until it goes out of scope. Launches inside run in
+  // place, as a task's do. Raises nothing.
+  class InOrder {
+   public:
+    explicit InOrder(Stream& stream);
+    ~InOrder();
+    InOrder(const InOrder&) = delete;
+    InOrder& operator=(const InOrder&) = delete;
+
+   private:
+    Stream& stream_;
+    const Stream* outer_;  // what the thread ran as before (a worker, or nothing)
+  };
+
  private:
   void start_worker();
   void run();  // the worker's loop
+  // Runs a task taken with tasks_.take() on the calling thread and gives the turn back.
+  void run_task(detail::TaskNode* node);
+  // A host thread, instead of waiting: runs queued tasks up to `seq` while the
+  // turn is free. Returns whether task `seq` has run.
+  bool run_until(uint64_t seq);
 
   const int device_;
   const int id_;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/Stream.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 
 #include <memory>
@@ -81,6 +82,30 @@ auto checked(F&& f) -> decltype(f()) {
   }
 }
 
+// The dispatcher's thread-local state of a fresh thread (a worker's), for the
+// CPU and meta kernels a host thread runs for openreg: queued work it runs
+// instead of waiting, an op run at the call, an op's result worked out on
+// meta. As on the device, the caller's dispatch modes, autocast and functorch
+// transforms do not see them, nor change what they compute.
+class WorkerDispatchState {
+ private:
+  c10::impl::ForceDispatchKeyGuard keys_{c10::impl::LocalDispatchKeySet(c10::impl::PODLocalDispatchKeySet{})};
+};
+
+// What every kernel and copy runs in, on a worker or on a host thread that
+// runs it in the worker's place: device memory opened (strict mode); no
+// autograd history, and the caller's inference tensors (`with
+// torch.inference_mode(): d.cpu()`) writable.
+class KernelScope {
+ public:
+  KernelScope(const void* const* touches, size_t n) : access_(touches, n) {}
+
+ private:
+  HostAccess access_;
+  WorkerDispatchState dispatch_;
+  c10::InferenceMode no_autograd_;
+};
+
 // Queues `fn` on the current stream of `device` and returns its sequence
 // number. c10 errors thrown by `fn` are reported without their C++ backtrace,
 // and raised again with their type. Called from a task (an op that a kernel
@@ -97,16 +122,32 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
   return checked([&] {
     return openreg::current_stream(device).launch(
         name, [opened = std::move(opened), fn = std::forward<F>(fn)]() mutable {
-          HostAccess access(opened ? opened->data() : nullptr, opened ? opened->size() : 0);
-          // No task records autograd history, and the caller's inference tensors
-          // (`with torch.inference_mode(): d.cpu()`) may be written only in this mode.
-          c10::InferenceMode no_autograd;
+          KernelScope scope(opened ? opened->data() : nullptr, opened ? opened->size() : 0);
           try {
             fn();
           } catch (const c10::Error& e) {
             throw AsyncError(e.what_without_backtrace(), std::current_exception());
           }
         });
+  });
+}
+
+// Runs `fn` at the call, on this thread, in the order of the current stream of
+// `device` (after its queued work, before work launched later): what a launch
+// followed by a wait for it does, without the trip through the worker. First
+// raises a failure pending on the device, as that wait would; then what `fn`
+// throws, as it is.
+template <typename F>
+void run_in_order(c10::DeviceIndex device, Touches touches, F&& fn) {
+  if (in_task()) {
+    fn();
+    return;
+  }
+  checked([&] {
+    Stream::InOrder held(openreg::current_stream(device));
+    raise_pending_error(device);
+    KernelScope scope(touches.data(), touches.size());
+    fn();
   });
 }
 

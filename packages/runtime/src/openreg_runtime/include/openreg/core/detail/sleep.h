@@ -2,6 +2,7 @@
 // Where a stream's worker and the host threads waiting for it sleep once
 // spinning has not paid off. Sleeping and waking are the slow paths, under
 // one mutex; the hot paths only look at a flag or two.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -13,19 +14,24 @@ namespace openreg::detail {
 
 class Sleep {
  public:
-  // Launcher, after queueing: wakes the worker if it sleeps.
-  void wake_worker() {
+  // Launcher, after queueing task `seq`: wakes the worker if it sleeps, or if it dozes and more than a few
+  // tasks are queued. A host thread that launches a few ops onto an idle device most often reads the result
+  // at once (`.item()`, a Python loop over a tensor) and then runs them itself: the futex wake, and the woken
+  // worker taking a core from the host, would cost more than the tasks. The worker's doze ends within kDoze.
+  void wake_worker(const TaskList& tasks, uint64_t seq) {
     // No fence before this look (see worker_sleep()): a fence would make every
     // launch wait for the task's link to reach the worker's core.
-    if (worker_sleeping_.load(std::memory_order_relaxed)) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-      }
-      work_cv_.notify_one();
+    const State state = state_.load(std::memory_order_relaxed);
+    if (state == State::kAwake || (state == State::kDozing && tasks.reached(seq - std::min(seq, kLeftToHost)))) {
+      return;
     }
+    wake();
   }
-  // Worker: sleeps until `tasks` has a task, and pops it.
+  // Worker: sleeps until it can take a task of `tasks` (TaskList::take()), and takes it.
   TaskNode* worker_sleep(TaskList& tasks);
+  // A host thread that ran tasks in the worker's place and gave the turn back with tasks still queued, or
+  // another stream's worker waiting for this stream: wakes the worker if it dozes or sleeps.
+  void wake_now();
   // Worker, after each task: `done` tasks have run.
   void task_done(uint64_t done) {
     // A futex wake per task would wake a waiting host for nothing, on cores the kernels need.
@@ -37,12 +43,16 @@ class Sleep {
   void host_sleep(const TaskList& tasks, uint64_t seq);
 
  private:
+  enum class State : uint8_t { kAwake, kDozing, kAsleep };
+  static constexpr uint64_t kLeftToHost = 4;  // queued tasks a dozing worker is not woken for
+
+  void wake();
   void wake_host();
 
   alignas(kCacheLine) std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  std::atomic<bool> worker_sleeping_{false};
+  std::atomic<State> state_{State::kAwake};  // the worker's
   std::atomic<int> host_waiters_{0};
   // The lowest sequence number a sleeping host thread waits for: the worker
   // wakes the host when it gets there, not after every task.

@@ -61,16 +61,33 @@ class TaskList {
     return seq;
   }
 
-  // Worker: the next task to run, or null when none is queued.
-  TaskNode* pop() {
+  // Runner (the worker, or a host thread that would otherwise wait for it): takes the turn and the next
+  // task, or returns null (the turn not taken) when none is queued or another thread holds the turn.
+  // Only the turn's holder runs tasks, so they run one at a time and in order, whichever thread runs them.
+  TaskNode* take() {
+    // A plain look first: a runner spinning on an empty queue keeps the line in its own cache.
+    if (turn_.load(std::memory_order_relaxed) || turn_.exchange(true, std::memory_order_acquire)) return nullptr;
     TaskNode* next = front_->next.load(std::memory_order_acquire);
-    if (next != nullptr) front_ = next;
+    if (next == nullptr) {
+      end_turn();
+      return nullptr;
+    }
+    front_ = next;
     return next;
   }
-  // Worker: the task it popped last has run; returns how many have.
+  // Takes the turn when nothing is queued or running: the holder runs work in stream order until end_turn().
+  bool take_turn_if_idle() {
+    if (turn_.load(std::memory_order_relaxed) || turn_.exchange(true, std::memory_order_acquire)) return false;
+    if (query()) return true;
+    end_turn();
+    return false;
+  }
+  // The turn's holder: the task it took last has run; returns how many have.
   uint64_t finish() { return completed_.fetch_add(1, std::memory_order_seq_cst) + 1; }
+  void end_turn() { turn_.store(false, std::memory_order_release); }
 
   bool query() const { return completed_.load(std::memory_order_acquire) == enqueued_.load(std::memory_order_acquire); }
+  uint64_t completed() const { return completed_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
   uint64_t last() const { return enqueued_.load(std::memory_order_acquire); }
 
@@ -82,14 +99,15 @@ class TaskList {
 
  private:
   // Launchers take turns under launching_ and append behind last_; the
-  // worker follows front_, the node it ran last (at first the stub). The host
+  // turn's holder follows front_, the node run last (at first the stub). The host
   // destroys nodes from oldest_ on once the worker has moved past them.
   // Orders concurrent launchers and clean-ups (held briefly); never taken by the worker.
   alignas(kCacheLine) std::atomic_flag launching_ = ATOMIC_FLAG_INIT;
   std::atomic<uint64_t> enqueued_{0};
   TaskNode* last_ = &stub_;
   TaskNode* oldest_ = &stub_;  // the first node not yet destroyed
-  alignas(kCacheLine) TaskNode* front_ = &stub_;
+  alignas(kCacheLine) std::atomic<bool> turn_{false};
+  TaskNode* front_ = &stub_;
   std::atomic<uint64_t> completed_{0};
   alignas(kCacheLine) TaskNode stub_;
 };
