@@ -154,8 +154,9 @@ def test_item_and_tolist_see_queued_results():
     assert bool((x > 100).any()) is False
 
 
-# A host thread that waits for its stream runs the queued kernels itself (the worker idle): these check that
-# they run as they would on the worker, in order and outside the caller's thread-local state.
+# A host thread that waits for its stream runs the queued kernels itself (the worker idle): reads after queued
+# work see it run in order. That those kernels stay outside the caller's autocast is
+# test_eager_fidelity.py::test_cpu_autocast_leaves_openreg_ops_alone.
 
 
 def test_reading_elements_one_at_a_time_after_queued_work_matches_cpu():
@@ -187,8 +188,8 @@ def _ops_seen(device):
 
 
 def test_a_dispatch_mode_sees_the_same_ops_on_openreg_as_on_cpu():
-    """Reads included: openreg dispatches nothing of its own, and the CPU kernels that run queued work (on the
-    reading thread, or the worker) are not seen."""
+    """Reads included, openreg dispatches nothing of its own. (A mode never sees the CPU kernels openreg runs:
+    they run inside openreg's kernel, while the dispatcher has taken the mode off the stack.)"""
     cpu = [op for op in _ops_seen("cpu") if op != "aten._to_copy.default"]
     openreg = _ops_seen(D0)
     assert openreg.count("aten._to_copy.default") == 2  # tolist() and cpu() copy to the host, as on CUDA
