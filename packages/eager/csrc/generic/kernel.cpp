@@ -211,7 +211,7 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
           device = t.device();
         else if (t.device() != *device && !other)
           other = t.device();
-      } else if (!(t.is_cpu() && cpu != OpInfo::CpuArg::kNone && (t.dim() == 0 || cpu == OpInfo::CpuArg::kIndices)) &&
+      } else if (!(t.is_cpu() && cpu != OpInfo::CpuArg::kNone && (t.dim() == 0 || cpu == OpInfo::CpuArg::kAny)) &&
                  !other) {
         other = t.device();
       }

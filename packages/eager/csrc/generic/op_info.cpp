@@ -86,9 +86,10 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
-    info.cpu_args.push_back(written                                        ? OpInfo::CpuArg::kNone
-                            : info.cpu_indices_ok && a.name() == "indices" ? OpInfo::CpuArg::kIndices
-                                                                           : OpInfo::CpuArg::kScalar);
+    // A `cpu_` argument is one ATen reads on the host on every device (a
+    // nested tensor's sizes, as _nested_from_padded's example).
+    const bool any_cpu = (info.cpu_indices_ok && a.name() == "indices") || a.name().rfind("cpu_", 0) == 0;
+    info.cpu_args.push_back(written ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }
   return info;
 }

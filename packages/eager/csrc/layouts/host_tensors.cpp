@@ -1,5 +1,6 @@
 #include "host_tensors.h"
 
+#include <ATen/NestedTensorImpl.h>
 #include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/native/SparseTensorUtils.h>
@@ -27,6 +28,18 @@ at::Tensor qtensor(c10::Storage storage, c10::DispatchKey key, const at::Tensor&
                                                     std::move(quantizer));
   t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
   return t;
+}
+
+// A nested tensor with `like`'s components (their sizes, strides and offsets)
+// in `buffer`'s memory: the whole storage, as a 1-d tensor.
+at::Tensor nested_over(const at::Tensor& buffer, const at::Tensor& like) {
+  const auto* impl = at::native::get_nested_tensor_impl(like);
+  return at::detail::make_tensor<at::native::NestedTensorImpl>(buffer, impl->get_nested_sizes(),
+                                                               impl->get_nested_strides(), impl->get_storage_offsets());
+}
+
+at::Tensor storage_as_tensor(const at::Tensor& nested) {
+  return at::native::get_nested_tensor_impl(nested)->get_unsafe_storage_as_tensor();
 }
 
 }  // namespace
@@ -95,6 +108,13 @@ at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
   } else if (t.is_quantized()) {
     host =
         qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t, moved_quantizer(t.quantizer(), /*device=*/false));
+  } else if (t.is_nested()) {  // (whose layout is also strided)
+    host = nested_over(dense_to_host(storage_as_tensor(t)), t);
+    // Its sizes, strides and offsets stay CPU tensors when a kernel returns them.
+    const auto* impl = at::native::get_nested_tensor_impl(t);
+    for (const at::Tensor& m : {impl->get_nested_sizes(), impl->get_nested_strides(), impl->get_storage_offsets()}) {
+      given_.emplace_back(m, m);
+    }
   } else if (t.layout() == at::kStrided) {
     host = dense_to_host(t);
   } else if (t.layout() == at::kSparse) {
@@ -138,7 +158,9 @@ c10::IValue HostTensors::to_host(const c10::IValue& v) {
 at::Tensor HostTensors::dense_to_device(const at::Tensor& cpu) {
   c10::Storage storage = device_storage(cpu.storage());
   if (!storage) return adopt(cpu);
-  auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, std::move(storage),
+  // (Not a VIEW impl: that would take the key set as given, without autograd's
+  // keys, and make an inference tensor.)
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), cpu.dtype());
   t.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
   t._set_conj(cpu.is_conj());
@@ -161,6 +183,7 @@ at::Tensor HostTensors::convert(const at::Tensor& cpu) {
     return qtensor(storage_to_device(cpu.storage()), c10::DispatchKey::QuantizedPrivateUse1, cpu,
                    moved_quantizer(cpu.quantizer(), /*device=*/true));
   }
+  if (cpu.is_nested()) return nested_over(dense_to_device(storage_as_tensor(cpu)), cpu);
   const c10::Device device(kOpenreg, device_);
   if (cpu.layout() == at::kSparse) {
     auto* impl = at::sparse::get_sparse_impl(cpu);
@@ -198,7 +221,10 @@ c10::IValue HostTensors::to_device(const c10::IValue& v) {
 void HostTensors::write_back(const at::Tensor& dev, const at::Tensor& host) {
   if (!on_device(dev) || dev.unsafeGetTensorImpl() == host.unsafeGetTensorImpl()) return;
   auto* impl = dev.unsafeGetTensorImpl();
-  if (dev.layout() == at::kSparse) {
+  if (dev.is_nested()) {
+    TORCH_INTERNAL_ASSERT(device_storage(host.storage()).unsafeGetStorageImpl() == dev.storage().unsafeGetStorageImpl(),
+                          "a CPU kernel replaced a nested tensor's memory");
+  } else if (dev.layout() == at::kSparse) {
     auto* sparse = at::sparse::get_sparse_impl(dev);
     auto* from = at::sparse::get_sparse_impl(host);
     sparse->raw_resize_(host.sparse_dim(), host.dense_dim(), host.sizes());

@@ -1,9 +1,11 @@
 #pragma once
 // openreg tensors of every layout (strided, sparse COO, sparse compressed,
-// quantized) as CPU tensors over the same device memory, so that the CPU's
-// kernels for those layouts run on it in place; and the CPU kernel's results
-// as openreg tensors again. A sparse tensor is its dense member tensors, a
-// quantized one its storage and quantizer: each is aliased, never copied.
+// quantized, nested) as CPU tensors over the same device memory, so that the
+// CPU's kernels for those layouts run on it in place; and the CPU kernel's
+// results as openreg tensors again. A sparse tensor is its dense member
+// tensors, a quantized one its storage and quantizer, a nested one its storage
+// and its components' sizes, strides and offsets (CPU tensors on every
+// device): each is aliased, never copied.
 #include <ATen/ATen.h>
 #include <ATen/quantized/Quantizer.h>
 

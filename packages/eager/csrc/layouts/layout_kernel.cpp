@@ -1,10 +1,11 @@
-// The kernel for openreg's sparse (COO and compressed) and quantized tensors:
-// the dispatcher's fallback for their keys, and the kernel of the dense ops
-// that make them. It runs the CPU's kernel for the same layout on CPU tensors
-// over the device memory (HostTensors), so inputs are never copied.
+// The kernel for openreg's sparse (COO and compressed), quantized and nested
+// tensors: the dispatcher's fallback for their keys, and the kernel of the
+// dense ops that make them. It runs the CPU's kernel for the same layout on
+// CPU tensors over the device memory (HostTensors), so inputs are never copied.
 //
 // It runs at the call, after the stream's queued work, as CUDA synchronises
-// for most sparse ops: their results' sizes (nnz) depend on the data. Results
+// for most sparse ops: their results' sizes (nnz) depend on the data (nested
+// tensors' ops, asynchronous on CUDA, are synchronous here too). Results
 // the CPU kernel allocates itself are copied into device memory once, since
 // their sizes are known only after it ran; views of the inputs stay views.
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -63,6 +64,7 @@ std::string layout_of(c10::ArrayRef<c10::IValue> args) {
     if (!a.isTensor()) continue;
     const at::Tensor& t = a.toTensor();
     if (t.defined() && t.is_quantized()) return "quantized";
+    if (t.defined() && t.is_nested()) return "nested";
     if (t.defined() && t.layout() != at::kStrided) return c10::str(t.layout());
   }
   return "strided";
@@ -110,20 +112,28 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
 }
 
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
+}
+
 namespace {
 
 // Composite kernels (CompositeExplicitAutograd and the structured ops'
 // wrappers) are every backend's default and win over the fallback; for the
 // ops the CPU serves with a kernel of its own for the layout, they would
 // allocate results as dense tensors or decompose differently. The CPU's
-// kernel serves them, as on the CPU.
-void serve_like_the_cpu(torch::Library& lib, c10::DispatchKey key, c10::DispatchKey cpu_key) {
+// kernel serves them, as on the CPU. With `implicit`, so are the ops whose
+// default is CompositeImplicitAutograd: only for a layout whose autograd key is
+// the CPU's too (nested), as otherwise the kernel would hide the op from
+// openreg's own autograd key.
+void serve_like_the_cpu(torch::Library& lib, c10::DispatchKey key, c10::DispatchKey cpu_key, bool implicit) {
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name : dispatcher.getAllOpNamesForDispatchKey(cpu_key)) {
     auto op = dispatcher.findSchema(name);
     if (!op || name.name.rfind("aten::", 0) != 0 || op->hasKernelForDispatchKey(key)) continue;
     if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+        !(implicit && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd))) {
       continue;
     }
     std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
@@ -136,18 +146,21 @@ const bool g_registered = [] {
   static torch::Library coo(torch::Library::IMPL, "aten", DispatchKey::SparsePrivateUse1, __FILE__, __LINE__);
   static torch::Library compressed(torch::Library::IMPL, "aten", DispatchKey::SparseCsrPrivateUse1, __FILE__, __LINE__);
   static torch::Library quantized(torch::Library::IMPL, "aten", DispatchKey::QuantizedPrivateUse1, __FILE__, __LINE__);
+  static torch::Library nested(torch::Library::IMPL, "aten", DispatchKey::NestedTensorPrivateUse1, __FILE__, __LINE__);
   static torch::Library dense(torch::Library::IMPL, "aten", DispatchKey::PrivateUse1, __FILE__, __LINE__);
   register_sparse_structure(coo, compressed);
   register_quantized_structure(quantized, dense);
   register_quantized_copies(quantized);
-  serve_like_the_cpu(coo, DispatchKey::SparsePrivateUse1, DispatchKey::SparseCPU);
-  serve_like_the_cpu(compressed, DispatchKey::SparseCsrPrivateUse1, DispatchKey::SparseCsrCPU);
-  serve_like_the_cpu(quantized, DispatchKey::QuantizedPrivateUse1, DispatchKey::QuantizedCPU);
-  // Dense ops whose results are sparse or quantized.
+  serve_like_the_cpu(coo, DispatchKey::SparsePrivateUse1, DispatchKey::SparseCPU, /*implicit=*/false);
+  serve_like_the_cpu(compressed, DispatchKey::SparseCsrPrivateUse1, DispatchKey::SparseCsrCPU, /*implicit=*/false);
+  serve_like_the_cpu(quantized, DispatchKey::QuantizedPrivateUse1, DispatchKey::QuantizedCPU, /*implicit=*/false);
+  serve_like_the_cpu(nested, DispatchKey::NestedTensorPrivateUse1, DispatchKey::NestedTensorCPU, /*implicit=*/true);
+  // Dense ops whose results are sparse, quantized or nested.
   for (const char* name : {"quantize_per_tensor", "quantize_per_tensor.tensor_qparams", "quantize_per_tensor.tensors",
                            "quantize_per_tensor_dynamic", "quantize_per_channel", "_make_per_tensor_quantized_tensor",
                            "_make_per_channel_quantized_tensor", "_to_sparse", "_to_sparse.sparse_dim",
-                           "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}) {
+                           "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc",
+                           "_nested_from_padded", "_nested_tensor_from_mask", "_nested_view_from_buffer"}) {
     dense.impl(name, torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
   }
   return true;
