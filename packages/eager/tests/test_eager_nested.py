@@ -37,6 +37,13 @@ def encoder(d):
     return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval().to(d)
 
 
+def values_grad(d):
+    """The gradient of .values() makes a nested view of the gradient with the CPU tensors of sizes and strides."""
+    a, b = torch.ones(1, 2, 4, device=d, requires_grad=True), torch.ones(2, 2, 4, device=d, requires_grad=True)
+    (torch.nested.as_nested_tensor([a, b]).values() * torch.arange(24.0, device=d)).sum().backward()
+    return torch.cat([a.grad.flatten(), b.grad.flatten()])
+
+
 MASK = [[False, False, False], [False, False, True]]
 
 CASES = {
@@ -68,6 +75,7 @@ CASES = {
     ),
     "grad_padded": lambda d: grad_of(lambda x: x, d),
     "grad_softmax_linear": lambda d: grad_of(lambda x: F.linear(x, weight(d, 3, 4)).softmax(-1), d),
+    "grad_values": values_grad,
     "encoder": lambda d: torch.no_grad()(lambda: encoder(d)(nested(d)))(),
     # The fast path turns the padded batch into a nested one and back.
     "encoder_padding_mask": lambda d: torch.no_grad()(
@@ -114,3 +122,20 @@ def test_views_share_device_memory():
     x.mul_(0)
     assert first.device.type == DEV
     assert torch.equal(first.cpu(), torch.zeros(3, 4))
+
+
+@pytest.mark.parametrize("view", ["transpose", "view", "unbind"])
+def test_views_made_in_inference_mode(view):
+    """A view of a normal tensor made under inference_mode is a normal tensor, as on the CPU."""
+    make = {
+        "transpose": lambda x: x.transpose(1, 2),
+        "view": lambda x: x.view(2, -1, 2, 2),
+        "unbind": lambda x: x.unbind()[0],
+    }[view]
+    results = {}
+    for d in ("cpu", DEV):
+        x = nested(d)
+        with torch.inference_mode():
+            v = make(x)
+        results[d] = (v.is_inference(), v._is_view())
+    assert results[DEV] == results["cpu"]

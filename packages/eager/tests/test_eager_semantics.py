@@ -772,3 +772,32 @@ def test_launch_blocking_raises_at_the_call():
     assert proc.returncode == 0, out
     assert "RAISED_AT_CALL True" in proc.stdout, out
     assert "USABLE [0.0, 2.0, 4.0]" in proc.stdout, out
+
+
+# --------------------------------------------------------------------------- process exit
+
+
+def test_exit_does_not_race_the_autograd_threads():
+    """backward() stashes a copy of the caller's contextvars in its graph task, which a device's autograd thread may
+    release after backward() returned (here about one time in seven); at exit, openreg waits for those threads so that
+    the release never meets a finalising interpreter (it aborted the process). The wait leaves nothing of the last
+    graph task alive."""
+    import contextvars
+    import weakref
+
+    from openreg_runtime.device._devices import _flush_autograd_threads
+
+    class Marker:
+        pass
+
+    var = contextvars.ContextVar("held_by_the_graph_task")
+    for _ in range(20):
+        marker = Marker()
+        alive = weakref.ref(marker)
+        token = var.set(marker)
+        x = torch.ones(3, device=D0, requires_grad=True)
+        (x * 2).sum().backward()
+        var.reset(token)
+        del marker
+        _flush_autograd_threads()
+        assert alive() is None

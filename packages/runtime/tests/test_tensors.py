@@ -49,6 +49,31 @@ def test_factories_match_cpu(dtype):
     assert_close(z.cpu(), torch.zeros(shape, dtype=dtype))
 
 
+@pytest.fixture
+def deterministic():
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+NEW_MEMORY = {
+    "empty": lambda d, dt: torch.empty(2, 3, device=d, dtype=dt),
+    "empty_like": lambda d, dt: torch.empty_like(torch.zeros(2, 3, device=d, dtype=dt)),
+    "empty_strided": lambda d, dt: torch.empty_strided((2, 3), (1, 2), device=d, dtype=dt),
+    "empty_permuted": lambda d, dt: torch.empty_permuted((2, 3), (1, 0), device=d, dtype=dt),
+    # What resize_ adds to the storage; the elements it had keep their values.
+    "resize_": lambda d, dt: torch.zeros(2, device=d, dtype=dt).resize_(7),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool, torch.complex64], ids=str)
+@pytest.mark.parametrize("make", NEW_MEMORY)
+def test_deterministic_mode_fills_new_memory_as_the_cpu(make, dtype, deterministic):
+    """NaN for floating and complex dtypes, the largest value for the others, as on the CPU and CUDA."""
+    want, got = NEW_MEMORY[make]("cpu", dtype), NEW_MEMORY[make]("openreg", dtype)
+    assert_close(got.cpu(), want, equal_nan=True)
+
+
 def test_full_float_value():
     assert_close(torch.full((4,), -2.5, device="openreg").cpu(), torch.full((4,), -2.5))
     assert_close(

@@ -84,11 +84,15 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
+  // A strided nested tensor's sizes, strides and offsets are CPU tensors on
+  // every device (_nested_view_from_buffer takes them).
+  const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
-    // A `cpu_` argument is one ATen reads on the host on every device (a
-    // nested tensor's sizes, as _nested_from_padded's example).
-    const bool any_cpu = (info.cpu_indices_ok && a.name() == "indices") || a.name().rfind("cpu_", 0) == 0;
+    // So is an argument named `cpu_...` (_nested_from_padded's example).
+    const bool any_cpu =
+        (info.cpu_indices_ok && a.name() == "indices") || a.name().rfind("cpu_", 0) == 0 ||
+        (nested_metadata && (a.name() == "nested_size" || a.name() == "nested_strides" || a.name() == "offsets"));
     info.cpu_args.push_back(written ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }
   return info;

@@ -31,9 +31,16 @@ at::Tensor qtensor(c10::Storage storage, c10::DispatchKey key, const at::Tensor&
 }
 
 // A nested tensor with `like`'s components (their sizes, strides and offsets)
-// in `buffer`'s memory: the whole storage, as a 1-d tensor.
-at::Tensor nested_over(const at::Tensor& buffer, const at::Tensor& like) {
+// in `buffer`'s memory: the whole storage, as a 1-d tensor. As a `view`, it
+// takes its keys from `buffer` (an inference tensor only when that is), else
+// from the mode it is made in.
+at::Tensor nested_over(const at::Tensor& buffer, const at::Tensor& like, bool view) {
   const auto* impl = at::native::get_nested_tensor_impl(like);
+  if (view) {
+    return at::detail::make_tensor<at::native::NestedTensorImpl>(c10::TensorImpl::VIEW, buffer,
+                                                                 impl->get_nested_sizes(), impl->get_nested_strides(),
+                                                                 impl->get_storage_offsets());
+  }
   return at::detail::make_tensor<at::native::NestedTensorImpl>(buffer, impl->get_nested_sizes(),
                                                                impl->get_nested_strides(), impl->get_storage_offsets());
 }
@@ -62,21 +69,26 @@ at::QuantizerPtr quantizer_on(const at::QuantizerPtr& q, c10::Device device) {
 c10::Storage HostTensors::host_storage(const at::Tensor& t) {
   const c10::Storage& s = t.storage();
   if (s.data() == nullptr) return glue::HostAlias::of(t).storage();  // no memory to share
-  for (size_t i = 0; i < device_storages_.size(); ++i) {
-    if (device_storages_[i].unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return host_storages_[i];
+  for (size_t i = 0; i < device_bases_.size(); ++i) {
+    if (device_bases_[i].storage().unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return host_storages_[i];
   }
   // One CPU storage per allocation, so ATen's overlap checks see what the device tensors share.
   host_storages_.push_back(glue::HostAlias::of(t).storage());
-  device_storages_.push_back(s);
+  device_bases_.push_back(t);
   bases_.push_back(s.data());
   return host_storages_.back();
 }
 
-c10::Storage HostTensors::device_storage(const c10::Storage& s) const {
+at::Tensor HostTensors::device_base(const c10::Storage& s) const {
   for (size_t i = 0; i < host_storages_.size(); ++i) {
-    if (host_storages_[i].unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return device_storages_[i];
+    if (host_storages_[i].unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return device_bases_[i];
   }
   return {};
+}
+
+c10::Storage HostTensors::device_storage(const c10::Storage& s) const {
+  const at::Tensor base = device_base(s);
+  return base.defined() ? base.storage() : c10::Storage();
 }
 
 at::Tensor HostTensors::dense_to_host(const at::Tensor& t) {
@@ -109,7 +121,7 @@ at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
     host =
         qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t, moved_quantizer(t.quantizer(), /*device=*/false));
   } else if (t.is_nested()) {  // (whose layout is also strided)
-    host = nested_over(dense_to_host(storage_as_tensor(t)), t);
+    host = nested_over(dense_to_host(storage_as_tensor(t)), t, /*view=*/false);
     // Its sizes, strides and offsets stay CPU tensors when a kernel returns them.
     const auto* impl = at::native::get_nested_tensor_impl(t);
     for (const at::Tensor& m : {impl->get_nested_sizes(), impl->get_nested_strides(), impl->get_storage_offsets()}) {
@@ -156,12 +168,12 @@ c10::IValue HostTensors::to_host(const c10::IValue& v) {
 }
 
 at::Tensor HostTensors::dense_to_device(const at::Tensor& cpu) {
-  c10::Storage storage = device_storage(cpu.storage());
-  if (!storage) return adopt(cpu);
-  // (Not a VIEW impl: that would take the key set as given, without autograd's
-  // keys, and make an inference tensor.)
-  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
-                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), cpu.dtype());
+  const at::Tensor base = device_base(cpu.storage());
+  if (!base.defined()) return adopt(cpu);
+  // A view is an inference tensor when its base is, whatever the mode (the
+  // base's keys say which).
+  auto t = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
+                                                    cpu.dtype());
   t.unsafeGetTensorImpl()->set_sizes_and_strides(cpu.sizes(), cpu.strides(), cpu.storage_offset());
   t._set_conj(cpu.is_conj());
   t._set_neg(cpu.is_neg());
@@ -183,7 +195,11 @@ at::Tensor HostTensors::convert(const at::Tensor& cpu) {
     return qtensor(storage_to_device(cpu.storage()), c10::DispatchKey::QuantizedPrivateUse1, cpu,
                    moved_quantizer(cpu.quantizer(), /*device=*/true));
   }
-  if (cpu.is_nested()) return nested_over(dense_to_device(storage_as_tensor(cpu)), cpu);
+  if (cpu.is_nested()) {
+    const at::Tensor base = device_base(cpu.storage());
+    if (base.defined()) return nested_over(base, cpu, /*view=*/true);
+    return nested_over(adopt(storage_as_tensor(cpu)), cpu, /*view=*/false);
+  }
   const c10::Device device(kOpenreg, device_);
   if (cpu.layout() == at::kSparse) {
     auto* impl = at::sparse::get_sparse_impl(cpu);

@@ -53,13 +53,16 @@ class HostTensors {
   // `q` with its per-channel tensors on the device (`device`) or the host.
   at::QuantizerPtr moved_quantizer(const at::QuantizerPtr& q, bool device);
   c10::Storage host_storage(const at::Tensor& t);
-  // The device storage the CPU storage `s` aliases, or an empty one.
+  // A device tensor over the memory the CPU storage `s` aliases (undefined
+  // when it aliases none), and that memory's storage (empty when none).
+  at::Tensor device_base(const c10::Storage& s) const;
   c10::Storage device_storage(const c10::Storage& s) const;
 
   c10::DeviceIndex device_;
   std::vector<std::pair<at::Tensor, at::Tensor>> given_;                   // (host, device) per argument converted
   std::vector<std::pair<at::QuantizerPtr, at::QuantizerPtr>> quantizers_;  // (host, device)
-  std::vector<c10::Storage> host_storages_, device_storages_;              // one per device allocation, same order
+  std::vector<c10::Storage> host_storages_;                                // one per device allocation,
+  std::vector<at::Tensor> device_bases_;                                   // in the same order
   std::vector<const void*> bases_;
 };
 

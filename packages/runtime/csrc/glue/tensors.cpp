@@ -2,6 +2,8 @@
 // openreg. Views share device memory; nothing here copies data.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
@@ -23,17 +25,31 @@ std::optional<c10::Device> indexed(std::optional<c10::Device> device) {
   return device && device->has_index() ? device : std::nullopt;
 }
 
+// Under torch.use_deterministic_algorithms(True), new memory reads as NaN
+// (the dtype's largest value for integers), as on the CPU and CUDA, unless
+// torch.utils.deterministic.fill_uninitialized_memory is off.
+bool fill_new_memory() {
+  const auto& ctx = at::globalContext();
+  return ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory();
+}
+
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                  std::optional<c10::Device> device, std::optional<bool>,
                  std::optional<c10::MemoryFormat> memory_format) {
   c10::OptionalDeviceGuard guard(indexed(device));
-  return at::detail::empty_generic(size, device_allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
+  at::Tensor t =
+      at::detail::empty_generic(size, device_allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
+  if (fill_new_memory()) at::native::fill_empty_deterministic_(t);
+  return t;
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
   c10::OptionalDeviceGuard guard(indexed(device));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));
+  at::Tensor t =
+      at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));
+  if (fill_new_memory()) at::native::fill_empty_deterministic_(t);
+  return t;
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
@@ -64,11 +80,13 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
   impl->set_sizes_contiguous(size);
   const size_t nbytes =
       at::detail::computeStorageNbytesContiguous(size, impl->dtype().itemsize(), impl->storage_offset());
-  if (nbytes > impl->storage().nbytes()) {
+  const size_t old_nbytes = impl->storage().nbytes();
+  if (nbytes > old_nbytes) {
     c10::DeviceGuard guard(self.device());
     at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(nbytes));
   }
   if (memory_format) impl->empty_tensor_restride(*memory_format);
+  if (fill_new_memory()) at::native::fill_resize_deterministic_(self, static_cast<int64_t>(old_nbytes));
   return self;
 }
 

@@ -199,11 +199,24 @@ def _check(idx: int) -> None:
         )
 
 
+def _flush_autograd_threads() -> None:
+    """torch's backward() stashes a Python object (a contextvars copy) in each autograd graph task, and a device's
+    autograd thread may drop the last reference to the task just after backward() returned. If the interpreter is
+    finalising by then, that thread's decref takes the GIL and the process aborts ("terminate called without an
+    active exception"). A graph task run on each device's autograd thread through the engine itself (which stashes
+    nothing) returns only after the thread is done with the previous one."""
+    engine = torch.autograd.variable.Variable._execution_engine
+    for i in range(_C.device_count()):
+        x = torch.zeros((), device=f"openreg:{i}", requires_grad=True)
+        engine.run_backward((x * 1,), (torch.ones((), device=x.device),), False, False, (), True, True)
+
+
 @atexit.register
 def _drain() -> None:
     # Let queued work finish before the interpreter tears down what it uses.
     if _C.is_initialized() and not _C.in_bad_fork():
         try:
+            _flush_autograd_threads()
             _C.synchronize(-1)
         except Exception:  # noqa: BLE001  (a failure nobody synchronised for, of any type, ends with the process)
             pass
