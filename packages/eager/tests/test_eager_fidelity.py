@@ -107,8 +107,15 @@ def _ldexp_half(d):
     return torch.tensor([-2, 2**-10], dtype=torch.half, device=d), torch.tensor([-25, 20], device=d)
 
 
-# Values past the range a naive composite kernel keeps: the CPU kernel's exact ones, as CUDA's.
+def _mish_grad(d):
+    x = torch.linspace(-4, 4, 64).to(torch.bfloat16).to(d).requires_grad_()
+    torch.nn.functional.mish(x).backward(torch.ones_like(x))
+    return x.grad.float()  # compared to float32's tolerance: bfloat16's would hide a rounding step
+
+
+# Values past the range or precision a naive composite kernel keeps: the CPU kernel's exact ones, as CUDA's.
 VALUES = {
+    "mish backward bfloat16": _mish_grad,
     "ldexp float16": lambda d: torch.ldexp(*_ldexp_half(d)),
     "ldexp float16 out=": lambda d: torch.ldexp(*_ldexp_half(d), out=torch.empty(2, dtype=torch.half, device=d)),
     "ldexp_ float16": lambda d: _ldexp_half(d)[0].ldexp_(_ldexp_half(d)[1]),
@@ -164,6 +171,9 @@ OUT_INTO_VIEWS = {
     "add into a transposed out": lambda d: torch.add(torch.ones(2, 3, device=d), 1,
                                                      out=torch.zeros(3, 2, device=d).t()),
     "resizing a non-empty out warns": lambda d: torch.add(torch.ones(3, device=d), 1, out=torch.zeros(2, device=d)),
+    # Two outs without memory are two tensors, not one (linalg_qr asserted Q was R).
+    "two empty outs": lambda d: torch.linalg.qr(torch.ones(5, 0, device=d),
+                                                out=(torch.empty(0, device=d), torch.empty(0, device=d)))[0],
 }
 
 

@@ -157,10 +157,12 @@ torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) c
   const int n = with_outs ? static_cast<int>(values_.size()) : n_inputs_;
   torch::jit::Stack stack(values_.begin(), values_.begin() + n);
   int copied = -1;  // the list argument last copied, so that the host's list stays as given
-  c10::SmallVector<std::pair<const void*, c10::Storage>, 4> storages;  // one per device allocation
+  // One per device allocation, as ATen's overlap checks expect; tensors
+  // without memory share none (linalg_qr takes two such out= tensors for one).
+  c10::SmallVector<std::pair<const void*, c10::Storage>, 4> storages;
   auto storage_of = [&](const glue::HostAlias& a) -> const c10::Storage& {
     for (const auto& [base, storage] : storages) {
-      if (base == a.base && storage.nbytes() == a.nbytes) return storage;
+      if (a.base != nullptr && base == a.base && storage.nbytes() == a.nbytes) return storage;
     }
     return storages.emplace_back(a.base, a.storage()).second;
   };

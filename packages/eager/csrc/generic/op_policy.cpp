@@ -49,6 +49,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::ldexp.out", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::ldexp_", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::mode.values", P::kBypassComposite, "its composite kernel accepts only CPU, CUDA and XPU tensors"},
+    {"aten::mish_backward", P::kBypassComposite,
+     "its composite kernel computes float16 and bfloat16 in their own precision; the CPU and CUDA kernels in float"},
     {"aten::new_empty_strided", P::kKeepWrapper,
      "its wrapper only allocates, with any strides (overlapping ones too), as it should"},
     {"aten::native_dropout", P::kOwnKernel, "its mask comes from openreg's generator (kernels/dropout.cpp)"},
