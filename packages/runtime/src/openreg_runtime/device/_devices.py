@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import os
 import warnings
@@ -215,8 +216,7 @@ def _flush_autograd_threads() -> None:
 def _drain() -> None:
     # Let queued work finish before the interpreter tears down what it uses.
     if _C.is_initialized() and not _C.in_bad_fork():
-        try:
-            _flush_autograd_threads()
-            _C.synchronize(-1)
-        except Exception:  # noqa: BLE001  (a failure nobody synchronised for, of any type, ends with the process)
-            pass
+        # Each step on its own: a failure nobody synchronised for (of any type) must not skip the other.
+        for step in (_flush_autograd_threads, lambda: _C.synchronize(-1)):
+            with contextlib.suppress(Exception):
+                step()
