@@ -6,6 +6,7 @@ and layouts. Each case is one a device-generic test suite exercises and openreg 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -454,6 +455,17 @@ def test_a_cpu_tensor_may_be_read_as_a_scalar_or_an_index_but_never_written(case
     x = torch.zeros(5, device="openreg")
     x.index_put_((torch.tensor([0, 1]),), torch.tensor(3.0))  # CPU indices, a CPU scalar value
     assert (x * torch.tensor(2.0)).cpu().tolist() == [6.0, 6.0, 0.0, 0.0, 0.0]
+
+
+
+@pytest.mark.parametrize("indexed, index", [("cpu", "openreg"), ("openreg", "openreg:1")])
+def test_indices_on_another_device_fail_as_indexing_reports_it(indexed, index):
+    """Indexing checks its indices' device first, naming the indexed tensor's device, as it does on CUDA."""
+    x = torch.arange(4.0, device=indexed)
+    for i in (torch.tensor([0, 2], device=index), torch.tensor([True, False, True, False], device=index)):
+        with pytest.raises(RuntimeError, match=re.escape(
+                f"indices should be either on cpu or on the same device as the indexed tensor ({x.device})")):
+            x[i]
 
 
 # What CPU autocast leaves alone on CUDA, it leaves alone on openreg: the CPU kernels openreg runs, at the

@@ -198,6 +198,19 @@ const bool g_structured = [] {
   return true;
 }();
 
+// Indexing makes its own device check before any other (its meta function),
+// and names the indexed tensor's device: `cpu_tensor[device_index]` fails
+// there on CUDA, with this message.
+void check_index_devices(c10::ArrayRef<c10::IValue> args) {
+  const c10::Device self = args[0].toTensor().device();
+  for (const c10::IValue& index : args[1].toListRef()) {
+    if (!index.isTensor()) continue;
+    const c10::Device d = index.toTensor().device();
+    TORCH_CHECK(d.is_cpu() || d == self, "indices should be either on ", c10::kCPU,
+                " or on the same device as the indexed tensor (", self, ")");
+  }
+}
+
 }  // namespace
 
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
@@ -218,6 +231,7 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
     });
   }
   if (device && other) {
+    if (op.schema().name() == "aten::index") check_index_devices(args);
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
                 " and ", *other, "! (in '", op.schema().operator_name(), "'). Move them to one device with .to().");
   }
