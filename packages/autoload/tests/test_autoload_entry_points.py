@@ -60,6 +60,20 @@ def test_streams_and_events_made_first_keep_working():
     assert out == {"stream": "openreg:1", "y": [2.0, 2.0, 2.0], "done": [True, True], "elapsed": True}
 
 
+def test_an_accelerator_graph_made_first_captures_and_replays():
+    out = _fresh("""
+        graph = torch.accelerator.Graph()
+        x = torch.zeros(3, device="openreg")
+        with torch.Stream("openreg"), graph:
+            x.add_(1)
+        captured = x.tolist()
+        graph.replay()
+        graph.replay()
+        print(json.dumps({"captured": captured, "replayed": x.tolist()}))
+    """)
+    assert out == {"captured": [0.0, 0.0, 0.0], "replayed": [2.0, 2.0, 2.0]}
+
+
 def test_accelerator_memory_statistics_before_and_after_allocating():
     out = _fresh("""
         before = (torch.accelerator.memory_allocated(), torch.accelerator.device_count(),

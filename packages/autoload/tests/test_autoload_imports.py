@@ -19,7 +19,7 @@ RANKS = [
     {"_torch_patches"},  # every change to torch internals
     {"_loader"},  # the composition root
     {"doctor", "demo", "bench.harness", "bench.plot"},
-    {"bench.runtime", "bench.eager", "bench.compile", "bench.latency"},  # the benchmark suites
+    {"bench.runtime", "bench.eager", "bench.compile", "bench.latency", "bench.graphs"},  # the benchmark suites
     {"bench"},
     {"cli"},
     {"__main__", "__init__"},

@@ -99,17 +99,17 @@ bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch:
 
 }  // namespace
 
-void wait_for_queued_work(c10::DeviceIndex device) {
+void wait_for_queued_work(c10::DeviceIndex device, const char* call) {
   if (openreg::in_task()) return;  // a task's own calls run in place: its stream waits for it
   glue::checked([&] {
     auto& stream = openreg::current_stream(device);
-    stream.wait_for(stream.last());
+    stream.wait_for(stream.last(), call);
   });
 }
 
 Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
                     c10::DeviceIndex device, const MetaResult* meta) {
-  wait_for_queued_work(device);
+  wait_for_queued_work(device, op.schema().name().c_str());
   if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
   HostCall call(args, info.generator_arg, device);
   const bool via_out = meta != nullptr && writes_via_out(info, *meta);

@@ -12,8 +12,9 @@
 namespace openreg::eager {
 
 // Waits, in the calling thread, for the work queued on the current stream of
-// `device`: what runs at the call sees its results.
-void wait_for_queued_work(c10::DeviceIndex device);
+// `device`: what runs at the call sees its results. `call` names what waits
+// in the error a graph capture raises.
+void wait_for_queued_work(c10::DeviceIndex device, const char* call);
 
 // Runs the CPU kernel now, after the work queued on the stream: its errors are
 // raised here with their own type, its warnings are the caller's, and whatever

@@ -6,6 +6,7 @@
 
 #include <mutex>
 
+#include "openreg/core/graph.h"
 #include "openreg/glue/generator.h"
 
 namespace openreg::eager {
@@ -46,12 +47,23 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
     : generator_arg_(generator_arg) {
   for (const auto& a : args) capture(a);
   n_inputs_ = static_cast<int>(values_.size());
+  std::optional<at::Generator> gen;
   if (generator_arg >= 0) {
     const auto& g = args[generator_arg];
-    const at::Generator& gen = g.isNone() ? glue::default_generator(device) : g.toGenerator();
-    TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a generator on openreg, but got one on ",
-                gen.device());
-    snapshot_ = take_state(gen);
+    gen = g.isNone() ? glue::default_generator(device) : g.toGenerator();
+    TORCH_CHECK(gen->device().type() == c10::DeviceType::PrivateUse1,
+                "expected a generator on openreg, but got one on ", gen->device());
+    snapshot_ = take_state(*gen);
+  }
+  Stream& stream = openreg::current_stream(device);
+  if (!is_capturing(stream)) return;
+  replayed_ = std::make_shared<Replayed>();
+  if (gen) {
+    on_replay(stream, [replayed = replayed_, gen = *gen] {
+      at::Generator state = take_state(gen);
+      std::lock_guard<std::mutex> lock(replayed->mu);
+      replayed->states.push_back(std::move(state));
+    });
   }
 }
 
@@ -117,6 +129,13 @@ glue::Touches HostCall::touches() const {
 
 void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostView> extra,
                        std::optional<uint64_t> queued_at, c10::function_ref<void()> kernel) const {
+  if (replayed_) {
+    std::lock_guard<std::mutex> lock(replayed_->mu);
+    if (!replayed_->states.empty()) {
+      snapshot_ = std::move(replayed_->states.front());
+      replayed_->states.pop_front();
+    }
+  }
   const auto& schema = op.schema().arguments();
   auto writes = [&](const View& v) {
     const auto arg = static_cast<size_t>(v.arg);
@@ -154,6 +173,19 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
 }
 
 torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
+  torch::jit::Stack stack;
+  if (replayed_) {
+    std::call_once(replayed_->built[with_outs], [&] { replayed_->stacks[with_outs] = arguments(with_outs); });
+    stack = replayed_->stacks[with_outs];
+  } else {
+    stack = arguments(with_outs);
+  }
+  if (generator_arg_ >= 0) stack[generator_arg_] = snapshot_.clone();  // a retry draws the same numbers
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+  return stack;
+}
+
+torch::jit::Stack HostCall::arguments(bool with_outs) const {
   const int n = with_outs ? static_cast<int>(values_.size()) : n_inputs_;
   torch::jit::Stack stack(values_.begin(), values_.begin() + n);
   int copied = -1;  // the list argument last copied, so that the host's list stays as given
@@ -179,8 +211,6 @@ torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) c
     }
     stack[v.arg].toList().set(v.element, std::move(t));
   }
-  if (generator_arg_ >= 0) stack[generator_arg_] = snapshot_.clone();  // a retry draws the same numbers
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
   return stack;
 }
 

@@ -9,6 +9,9 @@
 #include <c10/util/SmallVector.h>
 
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -67,7 +70,19 @@ class HostCall {
   int generator_arg_;
   // The device generator's state at launch, lent to the CPU kernel: draws
   // follow the host's order of launches, whenever the task runs.
-  at::Generator snapshot_;
+  mutable at::Generator snapshot_;
+  // Captured in a graph, what its replays share: the generator states each
+  // replay took at its launch, taken in turn by the runs (a graph draws fresh
+  // numbers at every replay); the CPU arguments, without and with the out=
+  // tensors, built once (a graph's memory keeps its addresses).
+  struct Replayed {
+    std::mutex mu;
+    std::deque<at::Generator> states;
+    std::once_flag built[2];
+    torch::jit::Stack stacks[2];
+  };
+  std::shared_ptr<Replayed> replayed_;
+  torch::jit::Stack arguments(bool with_outs) const;
 };
 
 }  // namespace openreg::eager

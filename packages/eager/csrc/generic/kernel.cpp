@@ -28,6 +28,7 @@
 #include "op_info.h"
 #include "op_policy.h"
 #include "openreg/core/device.h"
+#include "openreg/core/graph.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/fallback.h"
 #include "openreg/glue/launch.h"
@@ -272,7 +273,11 @@ static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::I
                     (info.range_from_values && args[2].toScalar().toDouble() == args[3].toScalar().toDouble());
   if (!host) {
     if (auto meta = infer_meta(op, args, /*use_cache=*/true)) {
-      if (meta->verdict == Verdict::Queue && !openreg::in_task()) return run_async(op, args, info, device, *meta);
+      // A signature's first call runs at the call so that its checks raise
+      // there, unless a graph capture forbids waiting for the stream (it
+      // records the op, or another thread captures in "global" mode).
+      const bool queue = meta->verdict == Verdict::Queue || !openreg::may_wait(openreg::current_stream(device));
+      if (queue && !openreg::in_task()) return run_async(op, args, info, device, *meta);
       return run_at_call(op, args, info, device, meta.get());
     }
   }

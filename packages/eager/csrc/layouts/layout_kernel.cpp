@@ -75,7 +75,7 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   auto args = torch::jit::last(*stack, n);
   const c10::DeviceIndex device = common_device(op, args, op_info(op));
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
-  wait_for_queued_work(device);
+  wait_for_queued_work(device, op.schema().name().c_str());
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   torch::jit::Stack results;
   try {

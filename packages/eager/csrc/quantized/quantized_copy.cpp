@@ -24,7 +24,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
               "between the CPU and an openreg device or within one device, not from ",
               self.device(), " to ", dst.device());
   c10::DeviceGuard guard(device);
-  wait_for_queued_work(device.index());
+  wait_for_queued_work(device.index(), "a copy of a quantized tensor");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   HostTensors host(device.index());
   at::Tensor to = host.to_host(dst), from = host.to_host(self);

@@ -1,6 +1,8 @@
 #include <chrono>
 #include <memory>
+#include <string>
 
+#include "openreg/core/detail/capture.h"
 #include "openreg/core/error.h"
 #include "openreg/core/stream.h"
 
@@ -10,6 +12,7 @@ struct EventState {
   Stream* stream;
   uint64_t seq;
   std::chrono::steady_clock::time_point time;
+  std::weak_ptr<detail::Capture> capture;  // the capture that recorded it, if one did
 };
 
 void Event::record(Stream& stream) {
@@ -18,11 +21,24 @@ void Event::record(Stream& stream) {
   state->seq = stream.launch("event record", [raw = state.get(), timing, keep = state] {
     if (timing) raw->time = std::chrono::steady_clock::now();
   });
+  if (detail::Capture* capture = stream.capture()) state->capture = capture->shared_from_this();
   state_ = std::move(state);
 }
 
 void Event::block(Stream& stream) const {
   if (!state_ || state_->stream == &stream) return;  // same stream: already ordered
+  if (auto capture = state_->capture.lock(); capture && capture->has(*state_->stream)) {
+    capture->join(stream);
+    return;
+  }
+  if (detail::Capture* capture = stream.capture()) {
+    const std::string why = "openreg: a stream capturing a graph (openreg:" + std::to_string(stream.device()) +
+                            " stream " + std::to_string(stream.id()) +
+                            ") cannot wait for an event recorded outside the capture: its replays would not "
+                            "wait for it. Record the event inside the capture, or wait before capture_begin()";
+    capture->fail(why);
+    throw Error(why);
+  }
   stream.launch("event wait", [state = state_] { state->stream->wait_for(state->seq); });
 }
 

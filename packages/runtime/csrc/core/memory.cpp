@@ -8,6 +8,7 @@
 #include "openreg/core/detail/segment_map.h"
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
+#include "openreg/core/graph.h"
 #include "openreg/core/poison.h"
 
 namespace openreg {
@@ -106,8 +107,8 @@ void DeviceMemory::process_pending() {
   pending_.erase(done, pending_.end());
 }
 
-void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, int stream) {
-  auto pool = cached_.find(stream);
+void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, Owner owner) {
+  auto pool = cached_.find(owner);
   if (pool == cached_.end()) return nullptr;
   // Best fit, but never more than a quarter larger: a small tensor must not
   // pin a large block.
@@ -128,39 +129,64 @@ void DeviceMemory::make_live(std::unique_ptr<Block> b) {
 }
 
 void DeviceMemory::cache(std::unique_ptr<Block> b) {
+  if (b->stream < 0 && pool_users_.count(static_cast<uint64_t>(-b->stream)) == 0) {
+    unmap(*b);  // its graphs are gone: nothing replays into it
+    return;
+  }
   // Read before the call: the arguments may be evaluated in any order.
   const std::size_t size = b->size;
   Pool& pool = cached_[b->stream];
   put(pool, size, std::move(b), spare_cached_);
 }
 
+void DeviceMemory::unmap(const Block& b) {
+  detail::unmap_segment(b.ptr, b.size);
+  bump(stats_.segment, b.size, -1);
+  bump(stats_.reserved_bytes, b.size, -int64_t(b.size));
+  ++stats_.num_device_free;
+}
+
 void DeviceMemory::release_cached() {
-  for (auto& [stream, pool] : cached_) {
-    for (auto& [size, b] : pool) {
-      detail::unmap_segment(b->ptr, b->size);
-      bump(stats_.segment, b->size, -1);
-      bump(stats_.reserved_bytes, b->size, -int64_t(b->size));
-      ++stats_.num_device_free;
-    }
+  for (auto& [owner, pool] : cached_) {
+    if (owner < 0) continue;  // a graph pool's blocks: its graphs replay into them
+    for (auto& [size, b] : pool) unmap(*b);
     pool.clear();
   }
+}
+
+void DeviceMemory::use_pool(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++pool_users_[pool];
+}
+
+void DeviceMemory::release_pool(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto users = pool_users_.find(pool);
+  if (users == pool_users_.end() || --users->second > 0) return;
+  pool_users_.erase(users);
+  auto cached = cached_.find(-static_cast<Owner>(pool));
+  if (cached == cached_.end()) return;
+  for (auto& [size, b] : cached->second) unmap(*b);
+  cached_.erase(cached);
 }
 
 void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
   check_not_forked();
   const std::size_t size = round_size(nbytes);
+  const uint64_t pool = capture_pool(get_stream(device_, stream));
+  const Owner owner = pool != 0 ? -static_cast<Owner>(pool) : stream;
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       process_pending();
-      if (void* p = take_cached(size, nbytes, stream)) return p;
+      if (void* p = take_cached(size, nbytes, owner)) return p;
       // Cached blocks may still be used by queued work until the device has
       // drained, so the cache is released only on the retry.
       if (attempt > 0) release_cached();
       if (stats_.reserved_bytes[StatType::Aggregate].current + size <= capacity()) {
         void* p = detail::map_segment(size, device_);
         if (p != nullptr) {
-          auto b = std::make_unique<Block>(Block{p, size, nbytes, stream, 0, {}});
+          auto b = std::make_unique<Block>(Block{p, size, nbytes, owner, 0, {}});
           bump(stats_.segment, size, 1);
           bump(stats_.reserved_bytes, size, int64_t(size));
           ++stats_.num_device_alloc;

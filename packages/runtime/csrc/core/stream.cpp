@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "openreg/core/detail/capture.h"
 #include "openreg/core/detail/host_idle.h"
 #include "openreg/core/detail/spin.h"
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
+#include "openreg/core/graph.h"
 
 namespace openreg {
 namespace {
@@ -53,8 +55,12 @@ void record_failure(int device, int stream, const char* name, const char* what, 
 
 uint64_t Stream::launch(const char* name, Task task) {
   check_not_forked();
-  if (!started_.load(std::memory_order_acquire)) start_worker();
   task.node_->name = name;
+  if (detail::Capture* capture = capture_.load(std::memory_order_acquire)) {
+    capture->record(std::move(task.node_));
+    return 0;
+  }
+  if (!started_.load(std::memory_order_acquire)) start_worker();
   const uint64_t seq = tasks_.push(task.node_.release());  // the worker's now
   // In batches: the list's cache line moves between the cores at every look.
   if (seq % kDestroyBatch == 0) tasks_.destroy_finished();
@@ -116,9 +122,10 @@ bool Stream::run_until(uint64_t seq) {
   return reached(seq);
 }
 
-void Stream::wait_for(uint64_t seq) {
+void Stream::wait_for(uint64_t seq, const char* call) {
   // A task on this stream: what came before it has run, and what follows cannot run until it ends.
   if (t_worker_of == this) return;
+  check_may_wait(this, call);
   // Another stream's worker (an event wait) runs none of this stream's tasks: one its launcher left to a
   // dozing worker must not wait for the doze to end.
   if (t_worker_of != nullptr && !reached(seq)) sleep_.wake_now();
@@ -128,10 +135,11 @@ void Stream::wait_for(uint64_t seq) {
   tasks_.release_last();
 }
 
-Stream::InOrder::InOrder(Stream& stream) : stream_(stream), outer_(t_worker_of) {
+Stream::InOrder::InOrder(Stream& stream, const char* call) : stream_(stream), outer_(t_worker_of) {
   check_not_forked();
   if (outer_ == &stream_) return;  // a task of this stream holds it already
-  while (!stream_.tasks_.take_turn_if_idle()) stream_.wait_for(stream_.last());
+  check_may_wait(&stream_, call);
+  while (!stream_.tasks_.take_turn_if_idle()) stream_.wait_for(stream_.last(), call);
   t_worker_of = &stream_;
 }
 
@@ -144,7 +152,7 @@ Stream::InOrder::~InOrder() {
 
 void Stream::synchronize() {
   check_not_forked();
-  wait_for(last());
+  wait_for(last(), "synchronize()");
   raise_pending_error(device_);
 }
 
@@ -205,7 +213,7 @@ void synchronize_device(int device) {
   for (int dev = first; dev < end; ++dev) {
     check_device(dev);
     for (auto& slot : devices()[dev].streams) {
-      if (Stream* s = slot.load(std::memory_order_acquire)) s->wait_for(s->last());
+      if (Stream* s = slot.load(std::memory_order_acquire)) s->wait_for(s->last(), "synchronize() of the device");
     }
   }
   for (int dev = first; dev < end; ++dev) raise_pending_error(dev);

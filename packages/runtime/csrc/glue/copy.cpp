@@ -22,7 +22,7 @@ void to_or_from_host(c10::DeviceIndex device, const char* name, const HostView& 
   if (async) {
     launch(device, name, {on_device.data()}, std::forward<F>(copy));
   } else {
-    run_in_order(device, {on_device.data()}, copy);
+    run_in_order(device, name, {on_device.data()}, copy);
   }
 }
 
@@ -98,7 +98,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   // Read in place: `.item()` and `bool(t)` are what Python loops over device tensors wait for.
   HostView s = HostView::of(self);
   std::optional<at::Scalar> value;
-  run_in_order(self.device().index(), {s.data()}, [&] {
+  run_in_order(self.device().index(), "reading a scalar (.item(), bool(), a Python loop)", {s.data()}, [&] {
     check_valid(s);
     value = at::_local_scalar_dense(s.tensor());
   });

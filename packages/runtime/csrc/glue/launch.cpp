@@ -81,7 +81,7 @@ void raise_async(const AsyncError& err) {
 
 void wait(c10::DeviceIndex device, uint64_t seq) {
   checked([&] {
-    openreg::current_stream(device).wait_for(seq);
+    openreg::current_stream(device).wait_for(seq, "a blocking wait for the device");
     raise_pending_error(device);
   });
 }

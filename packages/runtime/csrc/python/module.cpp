@@ -10,6 +10,7 @@
 
 #include "openreg/core/c_api.h"
 #include "openreg/core/device.h"
+#include "openreg/core/graph.h"
 #include "openreg/core/memory.h"
 #include "openreg/core/stream.h"
 #include "openreg/core/strict.h"
@@ -106,6 +107,9 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },
       "Waits for every stream of `device` (all devices if negative).");
+
+  m.def("graph_pool_handle", [] { return py::make_tuple(0, new_graph_pool()); });
+  m.def("is_capturing", [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); });
 
   m.def("memory_stats", &memory_stats);
   m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });

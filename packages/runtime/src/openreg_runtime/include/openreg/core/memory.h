@@ -46,8 +46,15 @@ class DeviceMemory {
  public:
   explicit DeviceMemory(int device) : device_(device) {}
   // Memory for use on stream `stream`; throws OutOfMemory past the capacity
-  // after synchronising and releasing the cache once.
+  // after synchronising and releasing the cache once. While `stream` captures
+  // a graph, the memory comes from the graph's pool.
   void* malloc(std::size_t nbytes, int stream);
+  // A graph's pool (graph.h) is used by one more graph, or one fewer. Its
+  // blocks are reused only by allocations for its graphs, and are kept while
+  // one uses it (replays write into them, freed or not); then they go back
+  // to the host.
+  void use_pool(uint64_t pool);
+  void release_pool(uint64_t pool);
   void free(void* ptr);
   // `ptr` is also used on `stream`: it is not reused until that stream's
   // work queued so far has run.
@@ -64,16 +71,18 @@ class DeviceMemory {
   uint64_t allocation_at(const void* ptr);
 
  private:
+  // What a cached block is kept for: a stream's id, or a graph pool's as -pool.
+  using Owner = int64_t;
   struct Block {
     void* ptr;
     std::size_t size;
     std::size_t requested;
-    int stream;
+    Owner stream;
     uint64_t allocation = 0;     // allocation_clock() when it was handed out
     uint64_t other_streams;      // bitmask of streams recorded with record_stream
     std::vector<Event> pending;  // events to pass before the block is free
   };
-  void* take_cached(std::size_t size, std::size_t requested, int stream);
+  void* take_cached(std::size_t size, std::size_t requested, Owner owner);
   void process_pending();
   void release_cached();
   void count_alloc(const Block& b, bool add);
@@ -82,11 +91,13 @@ class DeviceMemory {
   void make_live(std::unique_ptr<Block> b);
   void release(std::unique_ptr<Block> b);
   void cache(std::unique_ptr<Block> b);
+  void unmap(const Block& b);
 
   const int device_;
   std::mutex mu_;
   Live live_;
-  std::map<int, Pool> cached_;
+  std::map<Owner, Pool> cached_;
+  std::map<uint64_t, int> pool_users_;  // graph pools in use, and by how many graphs
   // Map nodes taken out of live_ and cached_, reused for the next insertion.
   std::vector<Live::node_type> spare_live_;
   std::vector<Pool::node_type> spare_cached_;

@@ -17,6 +17,9 @@
 namespace openreg {
 
 class Stream;
+namespace detail {
+struct Capture;
+}
 
 // A unit of work for a stream. Move-only, so callables may own what they capture.
 class Task {
@@ -45,18 +48,23 @@ class Stream {
 
   // Queues `task` and returns its sequence number. `name` must outlive the
   // task (a string literal or an interned op name). Under
-  // OPENREG_LAUNCH_BLOCKING=1 it also waits and raises any failure.
+  // OPENREG_LAUNCH_BLOCKING=1 it also waits and raises any failure. While the
+  // stream captures a graph, the capture keeps the task (none runs) and the
+  // result is 0.
   uint64_t launch(const char* name, Task task);
 
   bool query() const { return tasks_.query(); }
+  // The graph capture recording this stream's launches, or null.
+  detail::Capture* capture() const { return capture_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return tasks_.reached(seq); }
   uint64_t last() const { return tasks_.last(); }
 
-  // Blocks until task `seq` has run and destroys finished tasks; raises nothing.
-  // A host thread runs queued tasks up to `seq` itself while the worker runs
-  // none: waking the worker and sleeping until it reports costs more than the
+  // Blocks until task `seq` has run and destroys finished tasks. A host
+  // thread runs queued tasks up to `seq` itself while the worker runs none:
+  // waking the worker and sleeping until it reports costs more than the
   // tasks, above all when the OS is slow to schedule the worker (busy cores).
-  void wait_for(uint64_t seq);
+  // Raises only when a graph capture forbids the wait (graph.h), naming `call`.
+  void wait_for(uint64_t seq, const char* call = "a call that waits for the stream");
   // Blocks until everything queued has run, then raises a pending failure.
   void synchronize();
 
@@ -66,7 +74,8 @@ class Stream {
   // place, as a task's do. Raises nothing.
   class InOrder {
    public:
-    explicit InOrder(Stream& stream);
+    // `call` names the work in the error a graph capture raises (graph.h).
+    explicit InOrder(Stream& stream, const char* call = "a call run in stream order");
     ~InOrder();
     InOrder(const InOrder&) = delete;
     InOrder& operator=(const InOrder&) = delete;
@@ -88,6 +97,10 @@ class Stream {
   const int device_;
   const int id_;
   std::atomic<bool> started_{false};  // whether worker_ runs
+  // The graph capture recording this stream's launches, if any (graph.cpp sets it).
+  std::atomic<detail::Capture*> capture_{nullptr};
+  friend struct detail::Capture;
+  friend class Graph;
   detail::TaskList tasks_;
   detail::Sleep sleep_;
   std::thread worker_;
@@ -137,6 +150,7 @@ class Event {
   explicit Event(bool timing = false) : timing_(timing) {}
   void record(Stream& stream);
   // Makes `stream` wait until this event has completed (no-op if unrecorded).
+  // Recorded by a capture, it joins `stream` to that capture instead (fork).
   void block(Stream& stream) const;
   bool query() const;
   void synchronize() const;

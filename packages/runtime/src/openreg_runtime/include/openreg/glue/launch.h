@@ -136,15 +136,15 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
 // `device` (after its queued work, before work launched later): what a launch
 // followed by a wait for it does, without the trip through the worker. First
 // raises a failure pending on the device, as that wait would; then what `fn`
-// throws, as it is.
+// throws, as it is. `call` names it in the error a graph capture raises.
 template <typename F>
-void run_in_order(c10::DeviceIndex device, Touches touches, F&& fn) {
+void run_in_order(c10::DeviceIndex device, const char* call, Touches touches, F&& fn) {
   if (in_task()) {
     fn();
     return;
   }
   checked([&] {
-    Stream::InOrder held(openreg::current_stream(device));
+    Stream::InOrder held(openreg::current_stream(device), call);
     raise_pending_error(device);
     KernelScope scope(touches.data(), touches.size());
     fn();

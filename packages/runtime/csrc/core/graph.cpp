@@ -1,0 +1,239 @@
+#include "openreg/core/graph.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "openreg/core/detail/capture.h"
+#include "openreg/core/error.h"
+#include "openreg/core/memory.h"
+
+namespace openreg {
+namespace {
+
+std::atomic<uint64_t> g_pools{0};
+// Captures in progress. The count spares every wait the lock while none runs.
+std::mutex g_active_mu;
+std::vector<detail::Capture*> g_active;
+std::atomic<int> g_active_count{0};
+
+const char* mode_name(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::Global:
+      return "global";
+    case CaptureMode::ThreadLocal:
+      return "thread_local";
+    case CaptureMode::Relaxed:
+      return "relaxed";
+  }
+  return "?";
+}
+
+std::string where(const Stream& s) {
+  return "openreg:" + std::to_string(s.device()) + " stream " + std::to_string(s.id());
+}
+
+}  // namespace
+
+namespace detail {
+
+Capture::Capture(Stream& stream, uint64_t pool, CaptureMode mode) : pool(pool), mode(mode), device(stream.device()) {
+  streams_.push_back(&stream);
+}
+
+void Capture::record(std::unique_ptr<TaskNode> node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_.push_back(std::move(node));
+}
+
+void Capture::join(Stream& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(streams_.begin(), streams_.end(), &stream) != streams_.end()) return;
+  if (stream.capture() != nullptr) {
+    throw Error("openreg: " + where(stream) + " already captures another graph: a stream captures one at a time");
+  }
+  streams_.push_back(&stream);
+  stream.capture_.store(this, std::memory_order_release);
+}
+
+bool Capture::has(const Stream& stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(streams_.begin(), streams_.end(), &stream) != streams_.end();
+}
+
+void Capture::on_replay(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  replay_hooks.push_back(std::move(hook));
+}
+
+std::vector<std::unique_ptr<TaskNode>> Capture::finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Stream* s : streams_) s->capture_.store(nullptr, std::memory_order_release);
+  streams_.clear();
+  return std::move(nodes_);
+}
+
+void Capture::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failure_.empty()) failure_ = why;
+}
+
+std::string Capture::failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+}  // namespace detail
+
+uint64_t new_graph_pool() { return g_pools.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+bool is_capturing(const Stream& stream) { return stream.capture() != nullptr; }
+
+bool on_replay(const Stream& stream, std::function<void()> hook) {
+  detail::Capture* c = stream.capture();
+  if (c == nullptr) return false;
+  c->on_replay(std::move(hook));
+  return true;
+}
+
+uint64_t capture_pool(const Stream& stream) {
+  detail::Capture* c = stream.capture();
+  return c == nullptr ? 0 : c->pool;
+}
+
+namespace {
+
+bool forbids(const detail::Capture& c, bool own) {
+  return own || c.mode == CaptureMode::Global ||
+         (c.mode == CaptureMode::ThreadLocal && c.thread == std::this_thread::get_id());
+}
+
+}  // namespace
+
+bool may_wait(const Stream& stream) {
+  if (g_active_count.load(std::memory_order_acquire) == 0 || in_task()) return true;
+  std::lock_guard<std::mutex> lock(g_active_mu);
+  return std::none_of(g_active.begin(), g_active.end(),
+                      [&](detail::Capture* c) { return forbids(*c, c->has(stream)); });
+}
+
+void check_may_wait(const Stream* stream, const char* call) {
+  if (g_active_count.load(std::memory_order_acquire) == 0 || in_task()) return;
+  std::lock_guard<std::mutex> lock(g_active_mu);
+  for (detail::Capture* c : g_active) {
+    const bool own = stream != nullptr && c->has(*stream);
+    const bool this_thread = c->thread == std::this_thread::get_id();
+    if (!forbids(*c, own)) continue;
+    std::string why =
+        std::string("openreg: ") + call + " is not allowed while " +
+        (own ? where(*stream) +
+                   " is capturing a graph: the work it would wait for is only recorded, "
+                   "and runs at replay()"
+             : std::string("a graph is capturing in \"") + mode_name(c->mode) +
+                   "\" mode, which forbids synchronizing calls" + (this_thread ? "" : " in every thread") +
+                   " (capture_error_mode=\"relaxed\" allows them on other streams)") +
+        ". Synchronize before capture_begin() or after capture_end().";
+    if (own || this_thread) c->fail(why);
+    throw Error(why);
+  }
+}
+
+struct Graph::Work {
+  std::vector<std::unique_ptr<detail::TaskNode>> tasks;
+  std::vector<std::function<void()>> on_replay;
+};
+
+Graph::~Graph() {
+  try {
+    reset();
+  } catch (...) {
+  }
+}
+
+void Graph::capture_begin(Stream& stream, uint64_t pool, CaptureMode mode) {
+  if (capture_ || work_) {
+    throw Error("openreg: this graph already holds a capture: call reset() before capturing again");
+  }
+  if (stream.id() == 0) {
+    throw Error("openreg: graphs cannot be captured on the default stream (" + where(stream) +
+                "), as on CUDA: capture on a side stream (with torch.openreg.stream(torch.openreg.Stream()))");
+  }
+  if (stream.capture() != nullptr) {
+    throw Error("openreg: " + where(stream) + " is capturing a graph already: end that capture first");
+  }
+  // Work queued before the capture is not part of it, and must not run into it.
+  stream.synchronize();
+  pool_ = pool != 0 ? pool : new_graph_pool();
+  device_ = stream.device();
+  device_memory(device_).use_pool(pool_);
+  capture_ = std::make_shared<detail::Capture>(stream, pool_, mode);
+  {
+    std::lock_guard<std::mutex> lock(g_active_mu);
+    g_active.push_back(capture_.get());
+    g_active_count.fetch_add(1, std::memory_order_release);
+  }
+  stream.capture_.store(capture_.get(), std::memory_order_release);
+}
+
+std::string Graph::stop() {
+  {
+    std::lock_guard<std::mutex> lock(g_active_mu);
+    g_active.erase(std::find(g_active.begin(), g_active.end(), capture_.get()));
+    g_active_count.fetch_sub(1, std::memory_order_release);
+  }
+  auto work = std::make_shared<Work>();
+  work->tasks = capture_->finish();
+  work->on_replay = std::move(capture_->replay_hooks);
+  std::string failure = capture_->failure();
+  capture_.reset();
+  work_ = std::move(work);
+  return failure;
+}
+
+void Graph::capture_end() {
+  if (!capture_) throw Error("openreg: capture_end() without capture_begin()");
+  const std::string failure = stop();
+  if (!failure.empty()) {
+    reset();
+    throw Error("openreg: the graph capture was invalidated by a call during it, and is discarded: " + failure);
+  }
+}
+
+void Graph::replay(Stream& stream) {
+  if (!work_) throw Error("openreg: replay() needs a captured graph: capture one first");
+  if (stream.device() != device_) {
+    throw Error("openreg: this graph was captured on openreg:" + std::to_string(device_) +
+                "; replay it with that device current");
+  }
+  for (const auto& hook : work_->on_replay) hook();
+  stream.launch("graph replay", [work = work_] {
+    for (const auto& task : work->tasks) {
+      try {
+        task->run();
+      } catch (const AsyncError& e) {
+        throw AsyncError(std::string("'") + task->name + "' (replayed from a graph): " + e.what(), e.cause);
+      } catch (const std::exception& e) {
+        throw AsyncError(std::string("'") + task->name + "' (replayed from a graph): " + e.what(),
+                         std::current_exception());
+      }
+    }
+  });
+}
+
+void Graph::reset() {
+  if (capture_) stop();
+  work_.reset();
+  if (pool_ != 0) device_memory(device_).release_pool(pool_);
+  pool_ = 0;
+}
+
+std::vector<std::string> Graph::listing() const {
+  std::vector<std::string> names;
+  if (work_) {
+    for (const auto& task : work_->tasks) names.emplace_back(task->name);
+  }
+  return names;
+}
+
+}  // namespace openreg

@@ -1,0 +1,74 @@
+"""Graphs: torch.cuda's graph API (CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing) for openreg,
+over torch.accelerator.Graph, which the C++ glue implements with the core's capture and replay."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import _C
+from ._devices import _lazy_init, current_device, is_initialized, synchronize
+from .memory import empty_cache
+from .streams import Stream, StreamContext
+
+
+class OpenRegGraph(torch.accelerator.Graph):
+    """torch.cuda.CUDAGraph's counterpart: captures the work queued on the current stream, replays it."""
+
+    def __new__(cls, keep_graph: bool = False):
+        _lazy_init()
+        return super().__new__(cls, keep_graph)
+
+    def __init__(self, keep_graph: bool = False):
+        super().__init__(keep_graph)
+
+    def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global") -> None:
+        """Begins capturing the current stream's work; `pool` shares another graph's memory pool."""
+        torch._C._acceleratorGraph.capture_begin(
+            self, pool=self.graph_pool if pool is None else pool, capture_error_mode=capture_error_mode)
+
+
+class graph:
+    """torch.cuda.graph's counterpart: captures the block's work into `openreg_graph`, on a side stream unless
+    `stream` is given (graphs are not captured on the default stream), after synchronizing the device."""
+
+    default_capture_stream: Stream | None = None
+
+    def __init__(self, openreg_graph: OpenRegGraph, pool: tuple[int, int] | None = None,
+                 stream: torch.Stream | None = None, capture_error_mode: str = "global"):
+        if stream is None:
+            if graph.default_capture_stream is None:
+                graph.default_capture_stream = Stream()
+            stream = graph.default_capture_stream
+        self.openreg_graph = openreg_graph
+        self.pool = pool
+        self.capture_stream = stream
+        self.capture_error_mode = capture_error_mode
+        self._stream_ctx = None
+
+    def __enter__(self) -> None:
+        synchronize()
+        empty_cache()
+        self._stream_ctx = StreamContext(self.capture_stream)
+        self._stream_ctx.__enter__()
+        try:
+            self.openreg_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
+        except BaseException:
+            self._stream_ctx.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            self.openreg_graph.capture_end()
+        finally:
+            self._stream_ctx.__exit__(*exc)
+        return False
+
+
+def graph_pool_handle() -> tuple[int, int]:
+    """A memory pool id for several graphs to share (`pool=`), as torch.cuda.graph_pool_handle()."""
+    return _C.graph_pool_handle()
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether the current stream of the current device is capturing a graph."""
+    return is_initialized() and _C.is_capturing(current_device())
