@@ -483,6 +483,34 @@ def test_whole_network_capture_trains_like_the_cpu(name):
     assert_close([p.detach().cpu() for p in model.parameters()], [p.detach() for p in cpu_model.parameters()], **tol)
 
 
+def test_make_graphed_callables_trains_like_the_cpu():
+    """torch.cuda.make_graphed_callables' contract: a module and a function, each replaying one forward and one backward
+    graph, give the CPU's outputs and gradients (of inputs and parameters) step after step."""
+    torch.manual_seed(0)
+    cpu_module = nn.Sequential(nn.Linear(8, 16), nn.Tanh())
+    module = copy.deepcopy(cpu_module).to(D)
+
+    def head(h):
+        return (h * h).sum(dim=1, keepdim=True)
+
+    sample = (torch.zeros(4, 8, device=D, requires_grad=True), torch.zeros(4, 16, device=D, requires_grad=True))
+    graphed_module, graphed_head = torch.openreg.make_graphed_callables((module, head), ((sample[0],), (sample[1],)))
+    opt, cpu_opt = torch.optim.SGD(module.parameters(), lr=0.1), torch.optim.SGD(cpu_module.parameters(), lr=0.1)
+    for seed in range(3):
+        x_cpu = _cpu_randn(4, 8, seed=60 + seed).requires_grad_()
+        x = x_cpu.detach().to(D).requires_grad_()
+        out, cpu_out = graphed_head(graphed_module(x)), head(cpu_module(x_cpu))
+        out.sum().backward()
+        cpu_out.sum().backward()
+        assert_close(out.detach().cpu(), cpu_out.detach())
+        assert_close(x.grad.cpu(), x_cpu.grad)
+        opt.step()
+        cpu_opt.step()
+        opt.zero_grad()
+        cpu_opt.zero_grad()
+    assert_close([p.detach().cpu() for p in module.parameters()], [p.detach() for p in cpu_module.parameters()])
+
+
 # --------------------------------------------------------------------------- torch.accelerator.Graph and debug_dump
 
 

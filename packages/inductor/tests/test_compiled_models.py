@@ -130,6 +130,13 @@ def test_mlp_max_autotune_matches_eager_cpu():
     assert_openreg_kernels(codes, expected_graphs=2)
 
 
+def test_mlp_reduce_overhead_compiles_as_the_default_mode():
+    """Inductor's CUDA-graph trees are CUDA's only: mode="reduce-overhead" gives openreg kernels and the CPU's
+    results, as the default mode does (README, "torch.compile")."""
+    codes = compare_compiled_model(MLP, _floats(8, 16), compile_kwargs=dict(mode="reduce-overhead"))
+    assert_openreg_kernels(codes, expected_graphs=2)
+
+
 def _fx_function(x, w, b):
     y = torch.addmm(b, x, w).relu()
     return (y * torch.sigmoid(y)).sum(dim=1, keepdim=True) + x.mean(dim=0)[:1]

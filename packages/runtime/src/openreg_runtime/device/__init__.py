@@ -19,7 +19,7 @@ from ._devices import (
     settings_checks,
     synchronize,
 )
-from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_capturing
+from .graphs import OpenRegGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -50,7 +50,7 @@ __all__ = [
     "default_stream", "device", "device_count", "empty_cache", "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state",
     "get_rng_state_all", "graph", "graph_pool_handle", "init", "initial_seed", "is_available", "is_bf16_supported",
-    "is_current_stream_capturing", "is_initialized",
+    "is_current_stream_capturing", "is_initialized", "make_graphed_callables",
     "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info",
     "memory_allocated", "memory_reserved", "memory_stats", "reset_accumulated_memory_stats",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state", "set_rng_state_all",

@@ -1,14 +1,17 @@
-"""Graphs: torch.cuda's graph API (CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing) for openreg,
-over torch.accelerator.Graph, which the C++ glue implements with the core's capture and replay."""
+"""Graphs: torch.cuda's graph API (CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing,
+make_graphed_callables) for openreg, over torch.accelerator.Graph, which the C++ glue implements with the core's
+capture and replay."""
 
 from __future__ import annotations
+
+import types
 
 import torch
 
 from .. import _C
 from ._devices import _lazy_init, current_device, is_initialized, synchronize
 from .memory import empty_cache
-from .streams import Stream, StreamContext
+from .streams import Stream, StreamContext, current_stream, stream
 
 
 class OpenRegGraph(torch.accelerator.Graph):
@@ -72,3 +75,25 @@ def graph_pool_handle() -> tuple[int, int]:
 def is_current_stream_capturing() -> bool:
     """Whether the current stream of the current device is capturing a graph."""
     return is_initialized() and _C.is_capturing(current_device())
+
+
+class _TorchWithOpenRegGraphs(types.ModuleType):
+    """torch, except that torch.cuda's graph API is openreg's."""
+
+    cuda = types.SimpleNamespace(CUDAGraph=OpenRegGraph, graph=graph, graph_pool_handle=graph_pool_handle,
+                                 synchronize=synchronize, Stream=Stream, stream=stream, current_stream=current_stream)
+
+    def __getattr__(self, name: str):
+        return getattr(torch, name)
+
+
+def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
+                           pool: tuple[int, int] | None = None):
+    """torch.cuda.make_graphed_callables on openreg: graphed versions of functions or modules, whose forward and
+    backward each replay one graph. It is torch's own implementation, run with openreg's graph API where it names
+    torch.cuda's, so that it does what it does on CUDA in every torch release."""
+    _lazy_init()
+    impl = torch.cuda.graphs.make_graphed_callables
+    names = {**impl.__globals__, "torch": _TorchWithOpenRegGraphs("torch"), "graph_pool_handle": graph_pool_handle}
+    run = types.FunctionType(impl.__code__, names, impl.__name__, impl.__defaults__, impl.__closure__)
+    return run(callables, sample_args, num_warmup_iters, allow_unused_input, pool)
