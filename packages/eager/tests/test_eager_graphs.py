@@ -140,6 +140,20 @@ def test_replay_is_queued_on_the_current_stream():
     assert_close(y.cpu(), _full(6, 1024))
 
 
+def test_a_graph_replays_on_the_device_it_was_captured_on():
+    """As CUDAGraph.replay, which guards the capture's device: a graph of openreg:1 replays there, whichever device
+    is current."""
+    x = torch.ones(5, device="openreg:1")
+    g = _graph()
+    with torch.openreg.device(1):
+        with torch.openreg.graph(g):  # on a side stream of openreg:1
+            x.mul_(2)
+    assert_close(x.cpu(), _full(1, 5))
+    assert torch.openreg.current_device() == 0
+    g.replay()
+    assert_close(x.cpu(), _full(2, 5))
+
+
 @pytest.mark.parametrize("instantiate", [False, True], ids=["on_first_replay", "explicit"])
 def test_keep_graph_reset_and_recapture(instantiate):
     """As CUDAGraph: with keep_graph=True, instantiate() or the first replay makes the graph runnable; replay without
@@ -315,6 +329,19 @@ def test_fork_join_captures_the_work_of_a_second_stream():
         g.replay()
         assert_close(out.cpu(), a_cpu.sin() + b_cpu.cos() * 2)
     assert_close(counter.cpu(), _full(2, 3))
+
+
+def test_a_fork_not_joined_back_fails_the_capture():
+    """cudaErrorStreamCaptureUnjoined: work a stream forked to in the capture must be waited for before it ends."""
+    x, s2, g = torch.zeros(4, device=D), torch.openreg.Stream(), _graph()
+    with pytest.raises(RuntimeError, match="wait_stream"):
+        with torch.openreg.graph(g):
+            s2.wait_stream(torch.openreg.current_stream())
+            with torch.openreg.stream(s2):
+                x.add_(1)
+    _assert_usable(s2)
+    with pytest.raises(RuntimeError, match="successful capture"):
+        g.replay()
 
 
 # --------------------------------------------------------------------------- memory pools

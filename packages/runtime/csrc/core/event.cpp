@@ -13,6 +13,7 @@ struct EventState {
   uint64_t seq;
   std::chrono::steady_clock::time_point time;
   std::weak_ptr<detail::Capture> capture;  // the capture that recorded it, if one did
+  uint64_t captured_work = 0;              // how much of its stream's captured work it follows
 };
 
 void Event::record(Stream& stream) {
@@ -21,14 +22,17 @@ void Event::record(Stream& stream) {
   state->seq = stream.launch("event record", [raw = state.get(), timing, keep = state] {
     if (timing) raw->time = std::chrono::steady_clock::now();
   });
-  if (detail::Capture* capture = stream.capture()) state->capture = capture->shared_from_this();
+  if (detail::Capture* capture = stream.capture()) {
+    state->capture = capture->shared_from_this();
+    state->captured_work = capture->work_of(stream);
+  }
   state_ = std::move(state);
 }
 
 void Event::block(Stream& stream) const {
   if (!state_ || state_->stream == &stream) return;  // same stream: already ordered
   if (auto capture = state_->capture.lock(); capture && capture->has(*state_->stream)) {
-    capture->join(stream);
+    capture->wait(stream, *state_->stream, state_->captured_work);
     return;
   }
   if (detail::Capture* capture = stream.capture()) {

@@ -39,27 +39,43 @@ std::string where(const Stream& s) {
 namespace detail {
 
 Capture::Capture(Stream& stream, uint64_t pool, CaptureMode mode) : pool(pool), mode(mode), device(stream.device()) {
-  streams_.push_back(&stream);
+  streams_.push_back({&stream, 0, 0});
 }
 
-void Capture::record(std::unique_ptr<TaskNode> node) {
+Capture::Member* Capture::member(const Stream& stream) {
+  for (Member& m : streams_) {
+    if (m.stream == &stream) return &m;
+  }
+  return nullptr;
+}
+
+void Capture::record(const Stream& stream, std::unique_ptr<TaskNode> node) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (Member* m = member(stream)) ++m->work;
   nodes_.push_back(std::move(node));
 }
 
-void Capture::join(Stream& stream) {
+uint64_t Capture::work_of(const Stream& stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (std::find(streams_.begin(), streams_.end(), &stream) != streams_.end()) return;
-  if (stream.capture() != nullptr) {
-    throw Error("openreg: " + where(stream) + " already captures another graph: a stream captures one at a time");
+  const Member* m = member(stream);
+  return m == nullptr ? 0 : m->work;
+}
+
+void Capture::wait(Stream& waiter, const Stream& from, uint64_t work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (member(waiter) == nullptr) {
+    if (waiter.capture() != nullptr) {
+      throw Error("openreg: " + where(waiter) + " already captures another graph: a stream captures one at a time");
+    }
+    streams_.push_back({&waiter, 1, 0});
+    waiter.capture_.store(this, std::memory_order_release);
   }
-  streams_.push_back(&stream);
-  stream.capture_.store(this, std::memory_order_release);
+  if (Member* m = member(from)) m->joined = std::max(m->joined, work);
 }
 
 bool Capture::has(const Stream& stream) {
   std::lock_guard<std::mutex> lock(mu_);
-  return std::find(streams_.begin(), streams_.end(), &stream) != streams_.end();
+  return member(stream) != nullptr;
 }
 
 void Capture::on_replay(std::function<void()> hook) {
@@ -69,7 +85,15 @@ void Capture::on_replay(std::function<void()> hook) {
 
 std::vector<std::unique_ptr<TaskNode>> Capture::finish() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (Stream* s : streams_) s->capture_.store(nullptr, std::memory_order_release);
+  for (size_t i = 1; i < streams_.size() && failure_.empty(); ++i) {
+    if (streams_[i].work > streams_[i].joined) {
+      failure_ = "openreg: " + where(*streams_[i].stream) +
+                 " joined the capture (it waited for an event recorded in it) and the capture ended before "
+                 "its work was waited for. Make the capturing stream wait for it (capturing.wait_stream(s)) "
+                 "before capture_end(), as CUDA requires";
+    }
+  }
+  for (const Member& m : streams_) m.stream->capture_.store(nullptr, std::memory_order_release);
   streams_.clear();
   return std::move(nodes_);
 }
@@ -196,7 +220,7 @@ void Graph::capture_end() {
   const std::string failure = stop();
   if (!failure.empty()) {
     reset();
-    throw Error("openreg: the graph capture was invalidated by a call during it, and is discarded: " + failure);
+    throw Error("openreg: the graph capture is invalid, and is discarded: " + failure);
   }
 }
 

@@ -57,7 +57,7 @@ uint64_t Stream::launch(const char* name, Task task) {
   check_not_forked();
   task.node_->name = name;
   if (detail::Capture* capture = capture_.load(std::memory_order_acquire)) {
-    capture->record(std::move(task.node_));
+    capture->record(*this, std::move(task.node_));
     return 0;
   }
   if (!started_.load(std::memory_order_acquire)) start_worker();

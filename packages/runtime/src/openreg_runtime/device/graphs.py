@@ -32,16 +32,18 @@ class OpenRegGraph(torch.accelerator.Graph):
 
 class graph:
     """torch.cuda.graph's counterpart: captures the block's work into `openreg_graph`, on a side stream unless
-    `stream` is given (graphs are not captured on the default stream), after synchronizing the device."""
+    `stream` is given (graphs are not captured on the default stream), after synchronizing the device. The side
+    stream is the current device's (torch.cuda.graph keeps one for whichever device was current first)."""
 
-    default_capture_stream: Stream | None = None
+    default_capture_streams: dict[int, Stream] = {}
 
     def __init__(self, openreg_graph: OpenRegGraph, pool: tuple[int, int] | None = None,
                  stream: torch.Stream | None = None, capture_error_mode: str = "global"):
         if stream is None:
-            if graph.default_capture_stream is None:
-                graph.default_capture_stream = Stream()
-            stream = graph.default_capture_stream
+            device = current_device()
+            if device not in graph.default_capture_streams:
+                graph.default_capture_streams[device] = Stream()
+            stream = graph.default_capture_streams[device]
         self.openreg_graph = openreg_graph
         self.pool = pool
         self.capture_stream = stream
