@@ -2,18 +2,16 @@
 // = scale * x * sigmoid(x) in one pass over device memory, queued on the
 // current stream like any kernel. Its fake (meta) kernel and autograd formula
 // are registered from Python (openreg_eager/custom_ops.py), the usual split.
-#include <ATen/ATen.h>
+// It uses only openreg's extension surface (openreg/extension.h), as a
+// user's extension would.
 #include <ATen/Dispatch.h>
-#include <ATen/EmptyTensor.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <cmath>
 
-#include "openreg/glue/allocator.h"
-#include "openreg/glue/launch.h"
+#include "openreg/extension.h"
 
 namespace openreg::eager {
 namespace {
@@ -46,12 +44,10 @@ at::Tensor scaled_silu_openreg(const at::Tensor& x, double scale) {
   TORCH_CHECK(x.is_floating_point(), "openreg::scaled_silu expects a floating-point tensor, but got ", x.scalar_type());
   c10::DeviceGuard guard(x.device());
   at::Tensor input = x.contiguous();
-  at::Tensor out =
-      at::detail::empty_generic(input.sizes(), glue::device_allocator(),
-                                c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), x.scalar_type(), std::nullopt);
-  glue::HostView in = glue::HostView::of(input), res = glue::HostView::of(out);
-  glue::launch(x.device().index(), "openreg::scaled_silu", {in.data(), res.data()},
-               [in, res, scale] { scaled_silu_host(in.tensor(), res.tensor(), scale); });
+  at::Tensor out = ext::empty_like(input);
+  ext::HostView in = ext::HostView::of(input), res = ext::HostView::of(out);
+  ext::launch(x.device(), "openreg::scaled_silu", {in, res},
+              [in, res, scale] { scaled_silu_host(in.tensor(), res.tensor(), scale); });
   return out;
 }
 
