@@ -376,6 +376,25 @@ def test_capture_memory_is_accounted_and_released_with_the_graph(release):
     assert _clean() == base
 
 
+def test_a_graph_reset_while_its_replay_is_queued_leaves_the_replay_its_memory():
+    """As on CUDA, a graph may be reset (and its outputs freed) right after replay(): the queued replay still writes
+    into the pool's memory, and work queued after it still reads the outputs."""
+    x_cpu = _cpu_randn(2**18, seed=9)
+    x, g = x_cpu.to(D), _graph()
+    with torch.openreg.graph(g):
+        y = (x * 2).sin().exp()  # temporaries freed inside the capture
+    y + 1  # warm-up: a signature's first call runs at the call, after the queued work
+    side = torch.openreg.current_stream()
+    torch.openreg._sleep(100)  # the replay stays queued while the graph goes
+    g.replay()
+    g.reset()
+    z = y + 1
+    del y
+    assert not side.query(), "the replay ran before the graph was reset: this test checks nothing"
+    torch.openreg.empty_cache()
+    assert_close(z.cpu(), (x_cpu * 2).sin().exp() + 1)
+
+
 def test_memory_freed_during_capture_is_not_given_to_eager_tensors():
     """A graph's private pool is kept for its replays: memory freed inside the capture never backs an eager tensor
     allocated afterwards, so replays cannot overwrite eager data."""

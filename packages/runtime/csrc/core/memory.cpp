@@ -129,10 +129,6 @@ void DeviceMemory::make_live(std::unique_ptr<Block> b) {
 }
 
 void DeviceMemory::cache(std::unique_ptr<Block> b) {
-  if (b->stream < 0 && pool_users_.count(static_cast<uint64_t>(-b->stream)) == 0) {
-    unmap(*b);  // its graphs are gone: nothing replays into it
-    return;
-  }
   // Read before the call: the arguments may be evaluated in any order.
   const std::size_t size = b->size;
   Pool& pool = cached_[b->stream];
@@ -148,7 +144,7 @@ void DeviceMemory::unmap(const Block& b) {
 
 void DeviceMemory::release_cached() {
   for (auto& [owner, pool] : cached_) {
-    if (owner < 0) continue;  // a graph pool's blocks: its graphs replay into them
+    if (owner < 0 && pool_users_.count(static_cast<uint64_t>(-owner)) != 0) continue;  // its graphs replay into them
     for (auto& [size, b] : pool) unmap(*b);
     pool.clear();
   }
@@ -162,12 +158,7 @@ void DeviceMemory::use_pool(uint64_t pool) {
 void DeviceMemory::release_pool(uint64_t pool) {
   std::lock_guard<std::mutex> lock(mu_);
   auto users = pool_users_.find(pool);
-  if (users == pool_users_.end() || --users->second > 0) return;
-  pool_users_.erase(users);
-  auto cached = cached_.find(-static_cast<Owner>(pool));
-  if (cached == cached_.end()) return;
-  for (auto& [size, b] : cached->second) unmap(*b);
-  cached_.erase(cached);
+  if (users != pool_users_.end() && --users->second == 0) pool_users_.erase(users);
 }
 
 void* DeviceMemory::malloc(std::size_t nbytes, int stream) {

@@ -51,8 +51,9 @@ class DeviceMemory {
   void* malloc(std::size_t nbytes, int stream);
   // A graph's pool (graph.h) is used by one more graph, or one fewer. Its
   // blocks are reused only by allocations for its graphs, and are kept while
-  // one uses it (replays write into them, freed or not); then they go back
-  // to the host.
+  // one uses it (replays write into them, freed or not); then, as other
+  // cached blocks, empty_cache() gives them back once the device has drained
+  // (a replay still queued may write into them).
   void use_pool(uint64_t pool);
   void release_pool(uint64_t pool);
   void free(void* ptr);
