@@ -38,7 +38,11 @@ class graph:
     default_capture_streams: dict[int, Stream] = {}
 
     def __init__(self, openreg_graph: OpenRegGraph, pool: tuple[int, int] | None = None,
-                 stream: torch.Stream | None = None, capture_error_mode: str = "global"):
+                 stream: torch.Stream | None = None, capture_error_mode: str = "global",
+                 enable_annotations: bool = False):
+        if enable_annotations:
+            raise NotImplementedError("enable_annotations records CUDA kernel annotations (a CUDA driver feature); "
+                                      "openreg has none: leave it False")
         if stream is None:
             device = current_device()
             if device not in graph.default_capture_streams:
@@ -89,13 +93,12 @@ class _TorchWithOpenRegGraphs(types.ModuleType):
         return getattr(torch, name)
 
 
-def make_graphed_callables(callables, sample_args, num_warmup_iters: int = 3, allow_unused_input: bool = False,
-                           pool: tuple[int, int] | None = None):
+def make_graphed_callables(callables, sample_args, *args, **kwargs):
     """torch.cuda.make_graphed_callables on openreg: graphed versions of functions or modules, whose forward and
     backward each replay one graph. It is torch's own implementation, run with openreg's graph API where it names
-    torch.cuda's, so that it does what it does on CUDA in every torch release."""
+    torch.cuda's, so that it does what it does on CUDA in every torch release, with that release's arguments."""
     _lazy_init()
     impl = torch.cuda.graphs.make_graphed_callables
     names = {**impl.__globals__, "torch": _TorchWithOpenRegGraphs("torch"), "graph_pool_handle": graph_pool_handle}
     run = types.FunctionType(impl.__code__, names, impl.__name__, impl.__defaults__, impl.__closure__)
-    return run(callables, sample_args, num_warmup_iters, allow_unused_input, pool)
+    return run(callables, sample_args, *args, **kwargs)
