@@ -38,10 +38,12 @@ MODELS_TESTS = ROOT / "packages" / "eager" / "tests" / "models"
 # The OpInfo sweep: `conformance` runs it in every dtype on the oldest torch, `tests` in float32 on the others.
 CONFORMANCE_TESTS = ROOT / "packages" / "eager" / "tests" / "conformance"
 # What does not depend on the torch release, run on the oldest only: the command line and the broken-install checks
-# are openreg's own Python; the extension examples build the same way against any torch (a minute per build).
+# are openreg's own Python; the extension examples build the same way against any torch (a minute per build); the
+# two-rank distributed tests start about twenty processes.
 OLDEST_ONLY = [ROOT / "packages" / f for f in ("autoload/tests/test_autoload_cli.py",
                                                "autoload/tests/test_autoload_broken.py",
-                                               "eager/tests/test_eager_extensions.py")]
+                                               "eager/tests/test_eager_extensions.py",
+                                               "eager/tests/distributed")]
 # What the models tests need beside torch. torchvision's CPU wheels exist beside torch 2.14.x only (its
 # wheel for 2.13 needs CUDA's libraries), and timm needs torchvision; transformers is pure Python.
 MODEL_LIBRARIES = ["transformers==5.24.0", "torchvision==0.29.1", "timm==1.0.31"]

@@ -36,12 +36,15 @@ def test_import_torch_registers_but_loads_nothing_heavy():
         names = (torch._C._get_privateuse1_backend_name(), str(torch.device("openreg:1")))
         # Asking whether the device exists, as optimizers and device-agnostic code do, loads nothing either.
         answers = (torch.accelerator.current_accelerator().type, torch.accelerator.is_available())
+        # torch.distributed knows openreg's backend, orccl (init_process_group() with no backend picks it).
+        import torch.distributed as dist
+        answers += (dist.Backend.default_device_backend_map["openreg"], dist.Backend.backend_capability["orccl"])
         print(json.dumps({{"loaded": loaded, "names": names, "answers": answers,
                           "after": [m for m in {HEAVY!r} if m in sys.modules]}}))
     """)
     assert state["loaded"] == []
     assert state["names"] == ["openreg", "openreg:1"]
-    assert state["answers"] == ["openreg", True]
+    assert state["answers"] == ["openreg", True, "orccl", ["openreg"]]
     assert state["after"] == []
 
 

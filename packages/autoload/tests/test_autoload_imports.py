@@ -16,10 +16,11 @@ RANKS = [
     {"_layers", "_arguments"},  # what is known without importing anything of openreg
     {"_state"},  # whether the layers are loaded
     {"_compile"},  # torch.compile's hook and options
-    {"_torch_patches"},  # every change to torch internals
+    {"_torch_patches", "_distributed"},  # every change to torch internals; naming orccl to torch.distributed
     {"_loader"},  # the composition root
     {"doctor", "demo", "bench.harness", "bench.plot"},
-    {"bench.runtime", "bench.eager", "bench.compile", "bench.latency", "bench.graphs"},  # the benchmark suites
+    {"bench.runtime", "bench.eager", "bench.compile", "bench.latency", "bench.graphs",
+     "bench.distributed"},  # the benchmark suites
     {"bench"},
     {"cli"},
     {"__main__", "__init__"},

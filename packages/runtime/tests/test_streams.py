@@ -160,6 +160,11 @@ def test_default_stream(two_devices):
     assert torch.openreg.Stream().stream_id != 0
 
 
+def test_the_pool_never_hands_out_the_reserved_streams():
+    # Streams 33-35 are the collectives' (orccl queues work that waits on other processes there).
+    assert {torch.openreg.Stream().stream_id for _ in range(100)} == set(range(1, 33))
+
+
 def test_current_stream_is_per_thread():
     import threading
 

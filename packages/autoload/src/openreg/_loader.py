@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from . import _compile, _layers, _state, _torch_patches
+from . import _compile, _distributed, _layers, _state, _torch_patches
 from ._layers import Problem
 from ._state import LoadError, LoadWarning
 
@@ -51,6 +51,7 @@ def enable(how: str) -> None:
                   "TORCH_DEVICE_BACKEND_AUTOLOAD=0 and import the one you want).")
             return
         _torch_patches.install(load)
+        _distributed.register(load)
         current = torch.__dict__.get("openreg")
         if current is not None and current is sys.modules.get("openreg_runtime.device"):
             # The runtime was imported before us (autoload off): adopt it, load the rest now.

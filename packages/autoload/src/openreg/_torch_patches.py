@@ -55,6 +55,14 @@ Sharing between processes, which torch asks of CUDA only (its IPC handles):
     printed the error. openreg tensors and storages go to openreg_runtime.multiprocessing instead (shared device
     memory); everything else to torch's reducers, unchanged.
 
+torch.distributed, which picks a default backend for a process group by NCCL's name only:
+
+12. `init_process_group()` (or `new_group()`) with no backend on a machine whose accelerator's backend is a plugin
+    (orccl) makes the group's default backend type GLOO, which it does not have: DDP then fails ("Could not find
+    backend type 1"). With "cpu:gloo,openreg:orccl" it compares the plugin's upper-case name with lower-case ones
+    and leaves the type UNDEFINED (a warning at every destroy_process_group). A group that has a plugin backend and
+    no NCCL gets CUSTOM, the type plugins are registered with, as torch means to.
+
 The device module's hand-over:
 
 11. `torch._register_device_module` refuses a second module for a device. Until openreg's layers load,
@@ -345,6 +353,31 @@ def _patch_multiprocessing() -> None:
             ForkingPickler.register(cls, _reduce_on_openreg(reducer, ours[reducer]))
 
 
+def _new_process_group_helper(original):
+    signature = inspect.signature(original)
+
+    def new_process_group_helper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        import torch.distributed as dist
+
+        pg = result[0]
+        backend = signature.bind(*args, **kwargs).arguments.get("backend")
+        backends = dist.distributed_c10d.BackendConfig(backend).get_device_backend_map().values()
+        if (isinstance(pg, dist.ProcessGroup) and dist.Backend.NCCL not in backends
+                and any(str(b).upper() in dist.Backend._plugins for b in backends)):
+            pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
+        return result
+
+    return new_process_group_helper
+
+
+def _patch_distributed() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available():
+        _replace([dist.distributed_c10d], "_new_process_group_helper", _new_process_group_helper)
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
@@ -385,6 +418,7 @@ def install(load_layers: Callable[[], None]) -> None:
         _patch_shallow_copy()
         _replace([torch.UntypedStorage], "_byteswap", _byteswap)
         _patch_multiprocessing()
+        _patch_distributed()
         if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
             sys.meta_path.insert(0, _Watcher())
         for name, patch in WATCHED.items():

@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark openreg against the CPU and print the ratios",
                                 description="Times the same work on openreg and on the CPU in one run; reports "
                                             "openreg time / CPU time. Never fails on a timing.")
-    bench.add_argument("--suite", action="append", choices=["runtime", "eager", "latency", "graphs", "compile"],
+    bench.add_argument("--suite", action="append",
+                       choices=["runtime", "eager", "latency", "graphs", "distributed", "compile"],
                        help="run this suite only (repeatable; default: all, compile only with openreg[compile])")
     add_timing_arguments(bench)
     bench.add_argument("--plot", type=output_file, metavar="PATH",
@@ -98,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from . import _compile
     from .bench import bench
 
-    default = ["runtime", "eager", "latency", "graphs", *(["compile"] if _compile.supported() else [])]
+    default = ["runtime", "eager", "latency", "graphs", "distributed", *(["compile"] if _compile.supported() else [])]
     return bench(suites=args.suite or default, json_path=args.json, plot_path=args.plot,
                  min_run_time=args.min_run_time)
 

@@ -2,6 +2,7 @@
 // expose the CPU-fallback policy and counts, and the per-op policy table.
 #include <torch/extension.h>
 
+#include "../distributed/python.h"
 #include "../fallback/policy.h"
 #include "../generic/op_policy.h"
 
@@ -23,4 +24,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_fallback_counts", &openreg::eager::reset_fallback_counts);
   m.def("fallback_policy", &openreg::eager::fallback_policy);
   m.def("op_policies", &op_policies, "(op, policy, reason) for every op openreg treats otherwise than by its schema.");
+  openreg::eager::distributed::bind(m);
 }

@@ -229,7 +229,7 @@ void DeviceMemory::release(std::unique_ptr<Block> b) {
   bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
   bump(stats_.requested_bytes, b->size, -int64_t(b->requested));
   if (b->other_streams != 0) {
-    for (int s = 0; s <= kPoolSize; ++s) {
+    for (int s = 0; s < kStreams; ++s) {
       if (b->other_streams & (1ull << s)) {
         Event e;
         e.record(get_stream(device_, s));

@@ -18,7 +18,6 @@
 namespace openreg {
 namespace {
 
-constexpr int kStreams = kPoolSize + 1;
 // Launches between two clean-ups of finished tasks (waits always clean up).
 constexpr uint64_t kDestroyBatch = 32;
 

@@ -73,6 +73,12 @@ void raise_async(const AsyncError& err) {
       C10_THROW_ERROR(LinAlgError, err.what());
     } catch (const c10::OutOfMemoryError&) {
       C10_THROW_ERROR(OutOfMemoryError, err.what());
+    } catch (const c10::DistBackendError&) {  // collectives (orccl)
+      C10_THROW_ERROR(DistBackendError, err.what());
+    } catch (const c10::DistNetworkError&) {
+      C10_THROW_ERROR(DistNetworkError, err.what());
+    } catch (const c10::DistError&) {
+      C10_THROW_ERROR(DistError, err.what());
     } catch (...) {
     }
     C10_THROW_ERROR(Error, err.what());

@@ -100,7 +100,8 @@ TEST(current_streams_are_per_thread_and_checked) {
   std::thread([&other] { other = current_stream(0).id(); }).join();
   CHECK(other == 0);
   set_current_stream(0, 0);
-  CHECK_THROWS(set_current_stream(0, kPoolSize + 1), Error);
+  CHECK(get_stream(0, reserved_stream(kReservedStreams - 1)).id() == kStreams - 1);  // reserved, never pooled
+  CHECK_THROWS(set_current_stream(0, kStreams), Error);
   CHECK_THROWS(get_stream(64, 0), Error);
   CHECK(&get_stream(1, 2) == &get_stream(1, 2));
   CHECK(get_stream(1, 2).device() == 1 && get_stream(1, 2).id() == 2);

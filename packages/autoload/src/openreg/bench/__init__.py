@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from .._layers import VERSION
-from . import compile, eager, graphs, latency, runtime
+from . import compile, distributed, eager, graphs, latency, runtime
 
 SUITES = {"runtime": runtime.SUITE, "eager": eager.SUITE, "latency": latency.SUITE, "graphs": graphs.SUITE,
-          "compile": compile.SUITE}
+          "distributed": distributed.SUITE, "compile": compile.SUITE}
 
 
 def bench(suites: list[str], json_path: Path | None = None, plot_path: Path | None = None,

@@ -36,6 +36,12 @@ class Task {
 // Stream 0 of each device is its default stream; 1..kPoolSize form the pool
 // that new streams are drawn from round-robin (CUDA's scheme).
 constexpr int kPoolSize = 32;
+// The streams after the pool are never handed out by it: libraries built on
+// the runtime (collectives) queue work that blocks on other processes there,
+// so it never sits in front of a user's stream (NCCL's internal streams).
+constexpr int kReservedStreams = 3;
+constexpr int kStreams = 1 + kPoolSize + kReservedStreams;
+constexpr int reserved_stream(int which) { return 1 + kPoolSize + which; }
 
 class Stream {
  public:
