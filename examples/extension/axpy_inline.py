@@ -9,6 +9,7 @@ stream through openreg/extension.h, the surface for kernel authors (README, "Wri
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import torch
@@ -28,6 +29,17 @@ def build() -> None:
     torch.library.register_fake("myops::axpy")(_fake)
 
 
+def _queued(fn, *args) -> bool:
+    """Whether fn(*args) returns before the stream reaches its work: it is queued behind 300 ms of other work."""
+    torch.openreg.synchronize()
+    torch.openreg._sleep(300)
+    start = time.perf_counter()
+    fn(*args)
+    returned = time.perf_counter() - start
+    torch.openreg.synchronize()
+    return returned < 0.15
+
+
 def check() -> dict:
     """myops::axpy, however it was built, against the CPU, through torch.compile, and failing in a kernel."""
     x, y = torch.randn(1000, generator=torch.Generator().manual_seed(0)), torch.randn(1000)
@@ -37,8 +49,10 @@ def check() -> dict:
     def fn(x, y):
         return torch.ops.myops.axpy(x.sin(), y, 0.5).relu()
 
-    compiled, code = torch._inductor.utils.run_and_get_code(torch.compile(fn), x.to("openreg"), y.to("openreg"))
-    compiled_same = torch.allclose(compiled.cpu(), fn(x, y))
+    compiled_fn = torch.compile(fn)
+    compiled, code = torch._inductor.utils.run_and_get_code(compiled_fn, x.to("openreg"), y.to("openreg"))
+    # Inductor's sin may round differently from ATen's by an ulp: torch.testing's float32 tolerances.
+    compiled_same = torch.allclose(compiled.cpu(), fn(x, y), rtol=1.3e-6, atol=1e-5)
     try:
         torch.ops.myops.axpy(x.to("openreg"), y.to("openreg"), float("nan"))
         torch.openreg.synchronize()
@@ -46,7 +60,9 @@ def check() -> dict:
     except RuntimeError as e:
         late_error = str(e)
     return {"same_as_cpu": same, "compiled_same_as_cpu": compiled_same,
-            "extern_call": any("torch.ops.myops.axpy" in c for c in code), "late_error": late_error}
+            "extern_call": any("torch.ops.myops.axpy" in c for c in code), "late_error": late_error,
+            "queued": _queued(torch.ops.myops.axpy, x.to("openreg"), y.to("openreg"), 2.5),
+            "compiled_queued": _queued(compiled_fn, x.to("openreg"), y.to("openreg"))}
 
 
 if __name__ == "__main__":

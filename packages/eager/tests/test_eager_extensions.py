@@ -13,12 +13,24 @@ from pathlib import Path
 import pytest
 
 from openreg_runtime import cpp_extension
-from openreg_runtime.testing import run_json
+from openreg_runtime.testing import run_json, run_python
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "extension"
 # What axpy_inline.check() reports when myops::axpy behaves.
+# "queued": a call returns before its kernel runs, eagerly and compiled (the kernel runs in stream order).
 AXPY_OK = {"same_as_cpu": True, "compiled_same_as_cpu": True, "extern_call": True,
-           "late_error": "openreg: 'myops::axpy' failed asynchronously on openreg:0 (stream 0): myops::axpy: a is NaN"}
+           "late_error": "openreg: 'myops::axpy' failed asynchronously on openreg:0 (stream 0): myops::axpy: a is NaN",
+           "queued": True, "compiled_queued": True}
+# A kernel that reads device memory on the host, outside a launch: what openreg/extension.h says not to do.
+PEEK = """
+#include <openreg/extension.h>
+#include <torch/library.h>
+
+double peek(const at::Tensor& x) { return x.data_ptr<float>()[0]; }
+
+TORCH_LIBRARY(badops, m) { m.def("peek(Tensor x) -> float"); }
+TORCH_LIBRARY_IMPL(badops, PrivateUse1, m) { m.impl("peek", &peek); }
+"""
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +72,20 @@ def test_a_python_custom_op_matches_the_cpu():
         print(json.dumps(runpy.run_path({str(EXAMPLES / "custom_op.py")!r})["main"]()))
     """)
     assert out == {"same_as_cpu": True, "grad_same_as_cpu": True, "compiled_same_as_cpu": True}
+
+
+def test_a_kernel_reading_device_memory_outside_a_launch_faults_in_strict_mode_saying_so(extensions_dir):
+    out = run_python(f"""
+        import torch
+        from openreg_runtime import cpp_extension
+        cpp_extension.load_inline("openreg_test_peek", {PEEK!r}, is_python_module=False)
+        x = torch.ones(4, device="openreg")
+        print(torch.ops.badops.peek(x))  # line 6
+    """, env={"TORCH_EXTENSIONS_DIR": extensions_dir, "OPENREG_STRICT": "1"})
+    assert out.returncode != 0 and out.stdout == "", (out.stdout, out.stderr[-3000:])
+    for words in ["strict mode: the host touched device memory outside a kernel or copy",
+                  "a C++ extension reads it inside openreg::ext::launch", "line 6"]:
+        assert words in out.stderr, out.stderr[-3000:]
 
 
 def test_building_against_another_torch_release_is_a_clear_error(monkeypatch):
