@@ -32,6 +32,7 @@
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/fallback.h"
 #include "openreg/glue/launch.h"
+#include "openreg/glue/sync_debug.h"
 #include "results.h"
 
 namespace openreg::eager {
@@ -281,6 +282,9 @@ static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::I
       return run_at_call(op, args, info, device, meta.get());
     }
   }
+  // The result's shape or value depends on the data (nonzero, a mask, a
+  // Python scalar result): the host waits for the device, as on CUDA.
+  glue::on_host_sync(op.schema().name().c_str());
   return run_at_call(op, args, info, device, nullptr);
 }
 

@@ -38,7 +38,8 @@ void report_fault(int sig, siginfo_t* info, void* context) {
         "%zu-byte allocation on openreg:%d (at %p). Under OPENREG_STRICT=1 device memory is only reachable from "
         "kernels and copies, as on real hardware: read it with .cpu(), .item() or .tolist(), not through its data "
         "pointer; a C++ extension reads it inside openreg::ext::launch, naming the tensor among those the launch "
-        "touches (openreg/extension.h). Set OPENREG_STRICT=0 to run on. The Python stack of the faulting thread follows when Python's "
+        "touches (openreg/extension.h). Set OPENREG_STRICT=0 to run on. The Python stack of the faulting thread "
+        "follows when Python's "
         "faulthandler is on (it is, from strict mode's start).\n",
         info->si_addr, static_cast<std::size_t>(addr - base), segment.size, segment.device,
         reinterpret_cast<void*>(base));

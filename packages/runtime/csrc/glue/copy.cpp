@@ -10,6 +10,7 @@
 
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
+#include "openreg/glue/sync_debug.h"
 
 namespace openreg::glue {
 namespace {
@@ -22,6 +23,7 @@ void to_or_from_host(c10::DeviceIndex device, const char* name, const HostView& 
   if (async) {
     launch(device, name, {on_device.data()}, std::forward<F>(copy));
   } else {
+    on_host_sync(name);
     run_in_order(device, name, {on_device.data()}, copy);
   }
 }
@@ -98,7 +100,9 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   // Read in place: `.item()` and `bool(t)` are what Python loops over device tensors wait for.
   HostView s = HostView::of(self);
   std::optional<at::Scalar> value;
-  run_in_order(self.device().index(), "reading a scalar (.item(), bool(), a Python loop)", {s.data()}, [&] {
+  constexpr const char* kCall = "reading a scalar (.item(), bool(), a Python loop)";
+  on_host_sync(kCall);
+  run_in_order(self.device().index(), kCall, {s.data()}, [&] {
     check_valid(s);
     value = at::_local_scalar_dense(s.tensor());
   });

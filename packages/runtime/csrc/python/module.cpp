@@ -18,6 +18,7 @@
 #include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"
 #include "openreg/glue/sharing.h"
+#include "openreg/glue/sync_debug.h"
 
 namespace py = pybind11;
 using namespace openreg;
@@ -107,6 +108,11 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },
       "Waits for every stream of `device` (all devices if negative).");
+  m.def("set_sync_debug_mode", [](int mode) {
+    TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode, expected one of 0, 1, 2 (got ", mode, ")");
+    glue::set_sync_debug_mode(static_cast<glue::SyncDebugMode>(mode));
+  });
+  m.def("get_sync_debug_mode", [] { return static_cast<int>(glue::sync_debug_mode()); });
 
   m.def("graph_pool_handle", [] { return py::make_tuple(0, new_graph_pool()); });
   m.def("is_capturing", [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); });

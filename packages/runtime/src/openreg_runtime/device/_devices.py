@@ -148,6 +148,27 @@ def synchronize(device: _DeviceLike = None) -> None:
     _C.synchronize(_C.current_device() if _selects_nothing(device) else _index(device))
 
 
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """As torch.cuda.set_sync_debug_mode: "warn" (1) warns and "error" (2) raises at every call that blocks the host
+    on the device (a blocking copy, .item(), nonzero, a boolean mask), naming it; "default" (0) lets them be.
+    synchronize() and event and stream waits are exempt."""
+    _lazy_init()
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C.set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode() -> int:
+    """The mode set_sync_debug_mode set: 0 (default), 1 (warn) or 2 (error)."""
+    _lazy_init()
+    return _C.get_sync_debug_mode()
+
+
 def _sleep(milliseconds: int) -> None:
     """Queues work that keeps the current stream busy, like torch.cuda._sleep."""
     _C._sleep(int(milliseconds))

@@ -1,0 +1,41 @@
+"""Sync debug mode on ops: those whose result depends on the data (nonzero, boolean masks, a Python scalar) block
+the host on openreg as on CUDA and are reported; ops that queue are not, their first call included (openreg runs
+it at the call to raise its checks there, which CUDA does not do)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+
+def _reported(fn) -> list[str]:
+    """The sync reports of fn() in "warn" mode."""
+    torch.openreg.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.openreg.set_sync_debug_mode("default")
+    return [str(w.message) for w in caught if "synchronizing openreg operation" in str(w.message)]
+
+
+@pytest.mark.parametrize("op, name", [
+    (lambda x: x.nonzero(), "aten::nonzero"),
+    (lambda x: x[x > 0], "aten::index"),
+    (lambda x: torch.masked_select(x, x > 0), "aten::masked_select"),
+    (lambda x: torch.unique(x), "aten::_unique2"),
+    (lambda x: torch.equal(x, x), "aten::equal"),
+])
+def test_data_dependent_ops_are_reported(op, name):
+    x = torch.tensor([0.5, -1.0, 2.0, 0.0], device="openreg")
+    reports = _reported(lambda: op(x))
+    assert any(name in r for r in reports), reports
+
+
+def test_queued_ops_are_not_reported_even_on_their_first_call():
+    x = torch.randn(7, 3, device="openreg")
+    # Shapes seen nowhere else in the tests: these are first calls, run at the call.
+    assert _reported(lambda: (x.sin() * 3).sum(dim=1).softmax(dim=0).cumsum(0)) == []
