@@ -78,6 +78,13 @@ DeviceMemory& device_memory(int device) {
 
 std::size_t DeviceMemory::capacity() const { return config().memory_bytes; }
 
+void DeviceMemory::set_fraction(double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 1.0)) {
+    throw Error("invalid memory fraction " + std::to_string(fraction) + ": it must be between 0 and 1");
+  }
+  fraction_.store(fraction, std::memory_order_relaxed);
+}
+
 std::size_t DeviceMemory::reserved() {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_.reserved_bytes[StatType::Aggregate].current;
@@ -174,7 +181,8 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
       // Cached blocks may still be used by queued work until the device has
       // drained, so the cache is released only on the retry.
       if (attempt > 0) release_cached();
-      if (stats_.reserved_bytes[StatType::Aggregate].current + size <= capacity()) {
+      const auto limit = static_cast<std::size_t>(fraction() * static_cast<double>(capacity()));
+      if (stats_.reserved_bytes[StatType::Aggregate].current + size <= limit) {
         void* p = detail::map_segment(size, device_);
         if (p != nullptr) {
           auto b = std::make_unique<Block>(Block{p, size, nbytes, owner, 0, {}});
@@ -191,8 +199,13 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
         throw OutOfMemory("openreg:" + std::to_string(device_) + " is out of memory: tried to allocate " +
                           human(nbytes) + "; " + human(stats_.allocated_bytes[StatType::Aggregate].current) +
                           " is allocated by tensors and " + human(stats_.reserved_bytes[StatType::Aggregate].current) +
-                          " reserved in total, of a capacity of " + human(capacity()) +
-                          ". Free some tensors, or raise the capacity with OPENREG_DEVICE_MEMORY (e.g. 16GiB).");
+                          " reserved in total, of " +
+                          (fraction() < 1.0 ? human(limit) + " this process may use (set_per_process_memory_fraction(" +
+                                                  std::to_string(fraction()) + ") of a capacity of " +
+                                                  human(capacity()) + "). Free some tensors, or raise the fraction."
+                                            : "a capacity of " + human(capacity()) +
+                                                  ". Free some tensors, or raise the capacity with "
+                                                  "OPENREG_DEVICE_MEMORY (e.g. 16GiB)."));
       }
       ++stats_.num_alloc_retries;
       ++stats_.num_sync_all_streams;

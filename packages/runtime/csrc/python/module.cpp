@@ -12,6 +12,7 @@
 #include "openreg/core/device.h"
 #include "openreg/core/graph.h"
 #include "openreg/core/memory.h"
+#include "openreg/core/segments.h"
 #include "openreg/core/stream.h"
 #include "openreg/core/strict.h"
 #include "openreg/glue/allocator.h"
@@ -122,6 +123,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });
   m.def("empty_cache", [](int d) { unlocked([&] { device_memory(d).empty_cache(); }); });
   m.def("mem_get_info", [](int d) { return glue::device_allocator()->getMemoryInfo(d); });
+  m.def("set_memory_fraction", [](int d, double f) { glue::checked([&] { device_memory(d).set_fraction(f); }); });
+  m.def("memory_fraction", [](int d) { return glue::checked([&] { return device_memory(d).fraction(); }); });
+  m.def("caching_allocator_alloc", [](size_t nbytes, int d, int stream) {
+    return reinterpret_cast<uintptr_t>(unlocked([&] { return device_memory(d).malloc(nbytes, stream); }));
+  });
+  m.def("caching_allocator_delete", [](uintptr_t ptr) {
+    void* p = reinterpret_cast<void*>(ptr);
+    int device = device_of(p);
+    TORCH_CHECK(device >= 0, "invalid device pointer: ", p, " is not openreg memory from caching_allocator_alloc");
+    glue::checked([&] { device_memory(device).free(p); });
+  });
 
   // torch.Event.elapsed_time accepts only exact torch.Event arguments, not
   // torch.openreg.Event, so the subclass times through here.

@@ -6,6 +6,7 @@ import atexit
 import contextlib
 import faulthandler
 import os
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,13 @@ _DeviceLike = torch.device | str | int | None
 def _selects_nothing(device: _DeviceLike) -> bool:
     """A negative index: torch.cuda.device(-5) selects nothing, and torch.cuda.synchronize(-5) the current device."""
     return isinstance(device, int) and not isinstance(device, bool) and device < 0
+
+
+def _torch_cuda_implementation(impl: Callable, **names) -> Callable:
+    """torch.cuda's own implementation `impl`, run with `names` (openreg's API) where its module's globals name
+    torch.cuda's: what openreg shares with CUDA's Python stays torch's, in every torch release."""
+    return types.FunctionType(impl.__code__, {**impl.__globals__, **names}, impl.__name__, impl.__defaults__,
+                              impl.__closure__)
 
 
 def _index(device: _DeviceLike, optional: bool = True) -> int:

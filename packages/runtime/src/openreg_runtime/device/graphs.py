@@ -9,7 +9,7 @@ import types
 import torch
 
 from .. import _C
-from ._devices import _lazy_init, current_device, is_initialized, synchronize
+from ._devices import _lazy_init, _torch_cuda_implementation, current_device, is_initialized, synchronize
 from .memory import empty_cache
 from .streams import Stream, StreamContext, current_stream, stream
 
@@ -98,7 +98,6 @@ def make_graphed_callables(callables, sample_args, *args, **kwargs):
     backward each replay one graph. It is torch's own implementation, run with openreg's graph API where it names
     torch.cuda's, so that it does what it does on CUDA in every torch release, with that release's arguments."""
     _lazy_init()
-    impl = torch.cuda.graphs.make_graphed_callables
-    names = {**impl.__globals__, "torch": _TorchWithOpenRegGraphs("torch"), "graph_pool_handle": graph_pool_handle}
-    run = types.FunctionType(impl.__code__, names, impl.__name__, impl.__defaults__, impl.__closure__)
+    run = _torch_cuda_implementation(torch.cuda.graphs.make_graphed_callables, torch=_TorchWithOpenRegGraphs("torch"),
+                                     graph_pool_handle=graph_pool_handle)
     return run(callables, sample_args, *args, **kwargs)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+import torch
+
 from .. import _C
-from ._devices import _DeviceLike, _index
+from ._devices import _DeviceLike, _index, _torch_cuda_implementation, current_device
 
 
 def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
@@ -22,6 +24,9 @@ def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
             flat.append((prefix, value))
 
     walk("", _C.memory_stats(_index(device)))
+    # CUDA counts blocks above max_split_size, which it never splits; openreg splits no block, so has none.
+    for stat in ("oversize_allocations", "oversize_segments"):
+        flat += [(f"{stat}.{key}", 0) for key in ("current", "peak", "allocated", "freed")]
     return OrderedDict(sorted(flat))
 
 
@@ -66,3 +71,54 @@ def empty_cache(device: _DeviceLike = None) -> None:
             _C.empty_cache(idx)
     else:
         _C.empty_cache(_index(device))
+
+
+def memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated; see memory_reserved (as torch.cuda's)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated; see max_memory_reserved (as torch.cuda's)."""
+    return max_memory_reserved(device)
+
+
+def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
+    """As torch.cuda's: this process may reserve at most `fraction` of the device's memory (OPENREG_DEVICE_MEMORY);
+    an allocation past it raises torch.OutOfMemoryError, saying so."""
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C.set_memory_fraction(_index(device), fraction)
+
+
+def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
+    """The fraction set_per_process_memory_fraction set (1.0 by default)."""
+    return _C.memory_fraction(_index(device))
+
+
+def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream=None) -> int:
+    """As torch.cuda's: `size` bytes from the caching allocator for use on `stream` (the device's current stream by
+    default); returns their address, for caching_allocator_delete."""
+    index = current_device() if device is None else _index(device)
+    if stream is None:
+        stream = torch.openreg.current_stream(index)
+    stream_id = getattr(stream, "stream_id", stream)
+    if not isinstance(stream_id, int):
+        raise TypeError("Invalid type for stream argument, must be `torch.openreg.Stream` or `int` representing a "
+                        "stream id")
+    return _C.caching_allocator_alloc(int(size), index, stream_id)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """As torch.cuda's: frees memory caching_allocator_alloc returned."""
+    _C.caching_allocator_delete(mem_ptr)
+
+
+def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
+    """As torch.cuda.memory_summary (its own implementation, over openreg's statistics): a table of the caching
+    allocator's statistics for `device`."""
+    summary = _torch_cuda_implementation(torch.cuda.memory.memory_summary, memory_stats=memory_stats,
+                                         _get_device_index=lambda d, optional=False: _index(d))
+    return summary(device, abbreviated)

@@ -4,6 +4,7 @@
 // CUDA-style statistics. Where each allocation lives is in segments.h, strict
 // mode's protection of it in strict.h.
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -66,6 +67,10 @@ class DeviceMemory {
   void reset_peak();
   void reset_accumulated();
   std::size_t capacity() const;
+  // The share of the capacity this process may reserve (torch.cuda's
+  // set_per_process_memory_fraction); allocations past it raise OutOfMemory.
+  void set_fraction(double fraction);
+  double fraction() const { return fraction_.load(std::memory_order_relaxed); }
   std::size_t reserved();
   // Which allocation `ptr` (the start of one) is, in allocation_clock()'s
   // numbering; 0 when it is not live.
@@ -95,6 +100,7 @@ class DeviceMemory {
   void unmap(const Block& b);
 
   const int device_;
+  std::atomic<double> fraction_{1.0};
   std::mutex mu_;
   Live live_;
   std::map<Owner, Pool> cached_;
