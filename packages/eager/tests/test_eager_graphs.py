@@ -186,6 +186,9 @@ FORBIDDEN = [
     ("device_synchronize", "global", lambda x, s: torch.openreg.synchronize()),
     ("nonzero", "global", lambda x, s: torch.nonzero(x)),
     *((f"stream_synchronize_{m}", m, lambda x, s: s.synchronize()) for m in ("global", "thread_local", "relaxed")),
+    # cudaStreamQuery / cudaEventQuery of captured work are errors too, whatever the mode.
+    *((f"stream_query_{m}", m, lambda x, s: s.query()) for m in ("global", "relaxed")),
+    ("event_query", "relaxed", lambda x, s: s.record_event().query()),
 ]
 
 

@@ -56,6 +56,8 @@ void Event::synchronize() const {
 
 int Event::device() const { return state_ ? state_->stream->device() : -1; }
 
+const Stream* Event::stream() const { return state_ ? state_->stream : nullptr; }
+
 double Event::elapsed_ms(const Event& end) const {
   if (!timing_ || !end.timing_) {
     throw Error("elapsed_time needs both events created with enable_timing=True");

@@ -3,6 +3,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "openreg/core/device.h"
+#include "openreg/core/graph.h"
 #include "openreg/core/stream.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
@@ -72,7 +73,15 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void block(void* event, const c10::Stream& stream) const override {
     if (event != nullptr) checked([&] { as_event(event)->block(core_stream(stream)); });
   }
-  bool queryEvent(void* event) const override { return event == nullptr || as_event(event)->query(); }
+  // Querying captured work is an error, as cudaEventQuery and cudaStreamQuery
+  // make it (and, in "global" mode, querying anything from another thread).
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    return checked([&] {
+      check_may_wait(as_event(event)->stream(), "Event.query()");
+      return as_event(event)->query();
+    });
+  }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete as_event(event); }
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) checked([&] { as_event(event)->synchronize(); });
@@ -83,7 +92,12 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     return checked([&] { return as_event(start)->elapsed_ms(*as_event(end)); });
   }
 
-  bool queryStream(const c10::Stream& stream) const override { return core_stream(stream).query(); }
+  bool queryStream(const c10::Stream& stream) const override {
+    return checked([&] {
+      check_may_wait(&core_stream(stream), "Stream.query()");
+      return core_stream(stream).query();
+    });
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
     checked([&] { core_stream(stream).synchronize(); });
   }

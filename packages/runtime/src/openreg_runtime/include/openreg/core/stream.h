@@ -164,6 +164,8 @@ class Event {
   double elapsed_ms(const Event& end) const;
   bool recorded() const { return state_ != nullptr; }
   int device() const;
+  // The stream it was last recorded on; null if never.
+  const Stream* stream() const;
 
  private:
   bool timing_;
