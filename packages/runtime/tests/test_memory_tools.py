@@ -1,8 +1,10 @@
 """torch.cuda's memory tools on openreg: memory_summary, the per-process memory fraction, caching_allocator_alloc /
-caching_allocator_delete and the deprecated *_cached names."""
+caching_allocator_delete, the deprecated *_cached names, and the memory history and snapshots in torch.cuda's
+formats, read by torch's own viewer code (torch.cuda._memory_viz)."""
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
@@ -59,4 +61,62 @@ def test_cached_is_the_old_name_of_reserved(clean_device):
     x = torch.ones(1000, device="openreg")
     assert torch.openreg.memory_cached() == torch.openreg.memory_reserved() > 0
     assert torch.openreg.max_memory_cached() == torch.openreg.max_memory_reserved()
+    del x
+
+
+def _allocate_in_a_named_function() -> torch.Tensor:
+    return torch.empty(300_000, device="openreg")
+
+
+@pytest.fixture
+def history():
+    torch.openreg.memory._record_memory_history(max_entries=100)
+    yield
+    torch.openreg.memory._record_memory_history(enabled=None)
+
+
+def test_the_snapshot_names_who_allocated_each_block(clean_device, history):
+    x = _allocate_in_a_named_function()
+    snapshot = torch.openreg.memory._snapshot()
+    (segment,) = [s for s in snapshot["segments"] if s["address"] == x.data_ptr()]
+    (block,) = segment["blocks"]
+    assert block["state"] == "active_allocated" and block["requested_size"] == x.nbytes
+    assert segment["total_size"] == block["size"] >= x.nbytes and segment["device"] == 0
+    assert {"name": "_allocate_in_a_named_function", "filename": __file__} == {
+        k: block["frames"][0][k] for k in ("name", "filename")}
+    assert torch.openreg.memory_snapshot() == snapshot["segments"]
+
+
+def test_the_trace_records_allocations_and_frees_in_order(clean_device, history):
+    x = _allocate_in_a_named_function()
+    address = x.data_ptr()
+    del x
+    trace = torch.openreg.memory._snapshot()["device_traces"][0]
+    mine = [e for e in trace if e["addr"] == address]
+    assert [e["action"] for e in mine] == ["alloc", "free_requested", "free_completed"]
+    assert mine[0]["frames"][0]["name"] == "_allocate_in_a_named_function"
+    assert mine[0]["size"] >= 300_000 * 4 and mine[0]["stream"] == 0
+    torch.openreg.memory._record_memory_history(enabled=None)
+    y = torch.empty(10, device="openreg")
+    assert not any(e["addr"] == y.data_ptr() for e in torch.openreg.memory._snapshot()["device_traces"][0])
+
+
+def test_the_history_keeps_the_last_max_entries(clean_device, history):
+    torch.openreg.memory._record_memory_history(max_entries=4)
+    for _ in range(10):
+        torch.empty(10, device="openreg")
+    assert len(torch.openreg.memory._snapshot()["device_traces"][0]) == 4
+
+
+def test_snapshots_load_in_torchs_memory_viewer(clean_device, history, tmp_path):
+    from torch.cuda import _memory_viz
+
+    x = _allocate_in_a_named_function()
+    torch.openreg.memory._dump_snapshot(str(tmp_path / "snapshot.pickle"))
+    snapshot = pickle.loads((tmp_path / "snapshot.pickle").read_bytes())
+    assert "total_allocated" in _memory_viz.segsum(snapshot)
+    assert "TOTAL MEM" in _memory_viz.trace(snapshot)  # it read the whole trace
+    for plot in (_memory_viz.trace_plot, _memory_viz.segment_plot):  # the HTML pages of pytorch.org/memory_viz
+        page = plot(snapshot)
+        assert "<!DOCTYPE html>" in page and "snapshot.pickle" in page
     del x

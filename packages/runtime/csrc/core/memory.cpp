@@ -15,7 +15,6 @@ namespace openreg {
 namespace {
 
 constexpr std::size_t kPage = 4096;
-constexpr std::size_t kSmallBlock = 1 << 20;  // the largest block of the small pool
 constexpr std::size_t kSpareNodes = 64;
 
 // A block moves between the live and the cached maps at every allocation and
@@ -74,6 +73,17 @@ DeviceMemory& device_memory(int device) {
     return v;
   }();
   return *(*memories)[device];
+}
+
+std::vector<DeviceMemory::BlockInfo> DeviceMemory::blocks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<BlockInfo> out;
+  for (const auto& [ptr, b] : live_) out.push_back({b->ptr, b->size, b->requested, b->stream, BlockInfo::kLive});
+  for (const auto& b : pending_) out.push_back({b->ptr, b->size, b->requested, b->stream, BlockInfo::kPendingFree});
+  for (const auto& [owner, pool] : cached_) {
+    for (const auto& [size, b] : pool) out.push_back({b->ptr, b->size, b->requested, b->stream, BlockInfo::kCached});
+  }
+  return out;
 }
 
 std::size_t DeviceMemory::capacity() const { return config().memory_bytes; }

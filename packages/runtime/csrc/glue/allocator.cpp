@@ -15,11 +15,13 @@
 #include "openreg/core/memory.h"
 #include "openreg/core/segments.h"
 #include "openreg/glue/launch.h"
+#include "openreg/glue/memory_history.h"
 
 namespace openreg::glue {
 namespace {
 
 void delete_device_memory(void* ptr) {
+  if (history::recording()) history::on_free(ptr);
   int device = device_of(ptr);
   if (device >= 0) device_memory(device).free(ptr);
 }
@@ -28,6 +30,7 @@ void delete_device_memory(void* ptr) {
 // does not look up which device owns the pointer (a lock and a search).
 template <int D>
 void delete_on_device(void* ptr) {
+  if (history::recording()) history::on_free(ptr);
   device_memory(D).free(ptr);
 }
 
@@ -59,7 +62,9 @@ struct DeviceAllocator final : c10::DeviceAllocator {
     c10::DeviceIndex device = static_cast<c10::DeviceIndex>(current_device());
     c10::Device where(c10::DeviceType::PrivateUse1, device);
     if (nbytes == 0) return {nullptr, nullptr, &delete_device_memory, where};
-    void* p = checked([&] { return device_memory(device).malloc(nbytes, openreg::current_stream(device).id()); });
+    const int stream = checked([&] { return openreg::current_stream(device).id(); });
+    void* p = checked([&] { return device_memory(device).malloc(nbytes, stream); });
+    if (history::recording()) history::on_alloc(device, p, round_size(nbytes), stream);
     return {p, p, kDeleters[device], where};
   }
 

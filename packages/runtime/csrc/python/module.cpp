@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "memory_history.h"
 #include "openreg/core/c_api.h"
 #include "openreg/core/device.h"
 #include "openreg/core/graph.h"
@@ -119,6 +120,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("is_capturing", [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); });
 
   m.def("memory_stats", &memory_stats);
+  openreg::python::bind_memory_history(m);
   m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });
   m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });
   m.def("empty_cache", [](int d) { unlocked([&] { device_memory(d).empty_cache(); }); });

@@ -34,6 +34,7 @@ from .memory import (
     memory_allocated,
     memory_cached,
     memory_reserved,
+    memory_snapshot,
     memory_stats,
     memory_summary,
     reset_accumulated_memory_stats,
@@ -62,7 +63,7 @@ __all__ = [
     "graph_pool_handle", "init", "initial_seed", "is_available", "is_bf16_supported", "is_current_stream_capturing",
     "is_initialized", "make_graphed_callables", "manual_seed", "manual_seed_all", "max_memory_allocated",
     "max_memory_cached", "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved",
-    "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_peak_memory_stats", "seed", "seed_all",
-    "set_device", "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream",
-    "set_sync_debug_mode", "stream", "synchronize",
+    "memory_snapshot", "memory_stats", "memory_summary", "reset_accumulated_memory_stats", "reset_peak_memory_stats",
+    "seed", "seed_all", "set_device", "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all",
+    "set_stream", "set_sync_debug_mode", "stream", "synchronize",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import sys
 from collections import OrderedDict
 from typing import Any
 
@@ -122,3 +124,34 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
     summary = _torch_cuda_implementation(torch.cuda.memory.memory_summary, memory_stats=memory_stats,
                                          _get_device_index=lambda d, optional=False: _index(d))
     return summary(device, abbreviated)
+
+
+def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
+                           max_entries: int = sys.maxsize, device: _DeviceLike = None, **kwargs) -> None:
+    """As torch.cuda.memory._record_memory_history: from now on (enabled="all" or "state") keeps each allocation's
+    Python stack (unless context=None) and a history of allocations and frees (the last `max_entries`), for
+    _snapshot(); enabled=None stops. openreg records the Python stack whatever `stacks` asks (no C++ frames), and
+    every device at once."""
+    if enabled not in ("all", "state", None):
+        raise ValueError(f"enabled must be 'all', 'state' or None, not {enabled!r}")
+    if context not in ("all", "alloc", "state", None):
+        raise ValueError(f"context must be 'all', 'alloc', 'state' or None, not {context!r}")
+    _C.record_memory_history(enabled is not None, context is not None, max_entries if enabled == "all" else 0)
+
+
+def _snapshot(device: _DeviceLike = None, **kwargs) -> dict[str, Any]:
+    """As torch.cuda.memory._snapshot: {"segments": what the allocator holds, each block with the stack that
+    allocated it, "device_traces": per device, the allocations and frees recorded}. Readable by
+    torch.cuda._memory_viz and pytorch.org/memory_viz."""
+    return _C.memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", **kwargs) -> None:
+    """As torch.cuda.memory._dump_snapshot: _snapshot() pickled into `filename`, for pytorch.org/memory_viz."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list[dict[str, Any]]:
+    """As torch.cuda.memory_snapshot: the segments of every device, as _snapshot() gives them."""
+    return _snapshot()["segments"]

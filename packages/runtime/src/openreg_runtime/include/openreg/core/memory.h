@@ -64,6 +64,15 @@ class DeviceMemory {
   // Synchronises the device and returns every cached block to the host.
   void empty_cache();
   MemoryStats stats();
+  // Every block the allocator holds, live or cached (each is a segment of
+  // its own: openreg splits no block), for memory snapshots.
+  struct BlockInfo {
+    void* ptr;
+    std::size_t size, requested;
+    int64_t owner;                                      // the stream it serves; a graph pool's as -pool
+    enum State { kLive, kPendingFree, kCached } state;  // pending: freed, other streams still use it
+  };
+  std::vector<BlockInfo> blocks();
   void reset_peak();
   void reset_accumulated();
   std::size_t capacity() const;
@@ -113,6 +122,8 @@ class DeviceMemory {
 };
 
 DeviceMemory& device_memory(int device);
+// The largest block of the small pool (statistics count blocks in two pools, as CUDA's).
+constexpr std::size_t kSmallBlock = 1 << 20;
 // Size a request is rounded to (whole pages, so strict mode can protect it).
 std::size_t round_size(std::size_t nbytes);
 

@@ -1,0 +1,37 @@
+#pragma once
+// The allocator's history for torch.openreg.memory._record_memory_history
+// and _snapshot (torch.cuda's formats): each allocation and free, with the
+// Python stack that made it, while recording. Costs one atomic load per
+// allocation while not.
+#include <torch/csrc/profiler/combined_traceback.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace openreg::glue::history {
+
+struct Entry {
+  const char* action;  // "alloc", "free_requested", "free_completed"
+  int device;
+  uintptr_t addr;
+  std::size_t size;
+  int stream;
+  int64_t time_us;
+  std::shared_ptr<torch::CapturedTraceback> frames;  // null without stacks
+};
+
+// Starts (clearing what was kept) or stops recording; keeps the last
+// `max_entries` entries.
+void record(bool enabled, bool stacks, std::size_t max_entries);
+bool recording();
+
+void on_alloc(int device, void* ptr, std::size_t size, int stream);
+void on_free(void* ptr);
+
+std::vector<Entry> entries();
+// The stack of the live allocation at `ptr`, if recorded.
+std::shared_ptr<torch::CapturedTraceback> stack_of(const void* ptr);
+
+}  // namespace openreg::glue::history
