@@ -57,6 +57,19 @@ def test_doctor_shows_the_modes_and_settings_in_force():
     assert "autoload        off (TORCH_DEVICE_BACKEND_AUTOLOAD=0): `import openreg` enables the device" in out.stdout
 
 
+def test_doctor_run_in_a_program_shows_its_debugging_switches():
+    out = run_python("""
+        import torch
+        from openreg.doctor import doctor
+        torch.openreg.set_sync_debug_mode("warn")
+        torch.openreg.memory._record_memory_history()
+        doctor()
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "sync debug warn (torch.openreg.set_sync_debug_mode)" in out.stdout, out.stdout
+    assert "memory history on (torch.openreg.memory._record_memory_history)" in out.stdout, out.stdout
+
+
 def test_doctor_fails_on_a_bad_setting_naming_the_variable():
     out = run_openreg("doctor", env={"OPENREG_DEVICE_COUNT": "lots"})
     assert out.returncode == 1

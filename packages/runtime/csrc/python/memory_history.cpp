@@ -113,6 +113,7 @@ py::dict snapshot() {
 void bind_memory_history(py::module& m) {
   m.def("record_memory_history", &glue::history::record, py::arg("enabled"), py::arg("stacks"), py::arg("max_entries"));
   m.def("memory_snapshot", &snapshot);
+  m.def("is_recording_memory_history", &glue::history::recording);
 }
 
 }  // namespace openreg::python
