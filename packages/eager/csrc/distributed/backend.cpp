@@ -5,6 +5,7 @@
 
 #include "agreement.h"
 #include "openreg/core/device.h"
+#include "openreg/core/memory.h"
 #include "work.h"
 
 namespace openreg::eager::distributed {
@@ -191,6 +192,17 @@ c10::intrusive_ptr<c10d::Work> Orccl::queue(c10::DeviceIndex device, int lane, s
     Event ready;  // the call reads what the user's stream queued before it
     ready.record(user);
     ready.block(comm);
+  });
+  glue::checked([&] {
+    // As NCCL's: the memory of the call's tensors is not reused before the
+    // lane has run it, even when they are freed first (a temporary, or an
+    // async_op=True call whose Work is dropped).
+    DeviceMemory& memory = device_memory(device);
+    for (const Call& call : calls) {
+      for (const glue::HostView& v : call.views) {
+        if (v.base != nullptr && memory.allocation_at(v.base) != 0) memory.record_stream(v.base, comm.id());
+      }
+    }
   });
   c10::StreamGuard on_lane(lane_stream(device, lane));
   glue::launch(device, name, std::move(touches), [gloo = gloo_, calls = std::move(calls), name]() mutable {

@@ -231,6 +231,19 @@ def streams(rank: int) -> None:
         dist.all_reduce(w)
         same(w, torch.full((16,), expected), "all_reduce after wait_stream(side)")
 
+        # A tensor freed while its collective is still queued (here the input of an async all_gather, which its
+        # Work does not keep): its memory is not reused before the collective has read it (NCCL's record_stream), so
+        # a tensor allocated meanwhile neither changes what is gathered nor is changed by it.
+        for _ in range(3):
+            outs = [torch.empty(1024, device="openreg") for _ in range(world)]
+            torch.openreg._sleep(50)
+            work = dist.all_gather(outs, torch.full((1024,), rank + 1.0, device="openreg"), async_op=True)
+            meanwhile = torch.full((1024,), -1.0, device="openreg")
+            work.wait()
+            for r, out in enumerate(outs):
+                same(out, torch.full((1024,), r + 1.0), "all_gather of a freed input")
+            same(meanwhile, torch.full((1024,), -1.0), "a tensor allocated while the all_gather was queued")
+
         # A barrier waits on the host, as NCCL's does, and the device keeps working after it.
         dist.barrier()
         same(torch.ones(2, device="openreg") + 1, torch.full((2,), 2.0), "device after barrier")
