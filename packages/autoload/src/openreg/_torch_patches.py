@@ -61,7 +61,9 @@ torch.distributed, which picks a default backend for a process group by NCCL's n
     (orccl) makes the group's default backend type GLOO, which it does not have: DDP then fails ("Could not find
     backend type 1"). With "cpu:gloo,openreg:orccl" it compares the plugin's upper-case name with lower-case ones
     and leaves the type UNDEFINED (a warning at every destroy_process_group). A group that has a plugin backend and
-    no NCCL gets CUSTOM, the type plugins are registered with, as torch means to.
+    no NCCL gets CUSTOM, the type plugins are registered with, as torch means to. Releases that choose the type
+    from the group's backends (`_get_default_backend_type_for_backend_config`, 2.14) are left alone: there the
+    wrapper also caught groups of gloo alone, which then had no backend of their default type.
 
 The device module's hand-over:
 
@@ -374,7 +376,8 @@ def _new_process_group_helper(original):
 def _patch_distributed() -> None:
     import torch.distributed as dist
 
-    if dist.is_available():
+    # Releases that pick the default type from the group's backends (2.14) need nothing.
+    if dist.is_available() and not hasattr(dist.distributed_c10d, "_get_default_backend_type_for_backend_config"):
         _replace([dist.distributed_c10d], "_new_process_group_helper", _new_process_group_helper)
 
 
