@@ -64,6 +64,23 @@ def test_cached_is_the_old_name_of_reserved(clean_device):
     del x
 
 
+def test_host_memory_stats_count_pinned_memory():
+    torch.openreg.reset_peak_host_memory_stats()
+    before = torch.openreg.host_memory_stats()
+    pinned = torch.empty(1 << 20, dtype=torch.uint8).pin_memory()
+    during = torch.openreg.host_memory_stats()
+    assert during["allocated_bytes.current"] - before["allocated_bytes.current"] >= 1 << 20
+    assert during["active_requests.current"] == before["active_requests.current"] + 1
+    assert during["num_host_alloc"] == before["num_host_alloc"] + 1
+    del pinned
+    after = torch.openreg.host_memory_stats()
+    assert after["active_requests.current"] == before["active_requests.current"]
+    assert after["allocated_bytes.peak"] >= during["allocated_bytes.current"]
+    assert torch.openreg.host_memory_stats_as_nested_dict()["num_host_free"] == after["num_host_free"]
+    torch.openreg.reset_accumulated_host_memory_stats()
+    assert torch.openreg.host_memory_stats()["num_host_alloc"] == 0
+
+
 def _allocate_in_a_named_function() -> torch.Tensor:
     return torch.empty(300_000, device="openreg")
 

@@ -143,6 +143,10 @@ struct PinnedAllocator final : at::HostAllocator {
     for (auto* stat : {&stats.active_requests, &stats.allocations, &stats.active_bytes, &stats.allocated_bytes}) {
       stat->reset_accumulated();
     }
+    // CUDA's counts of host allocations and frees are accumulated too.
+    stats.host_alloc_time.reset_accumulated();
+    stats.host_free_time.reset_accumulated();
+    stats.num_host_alloc = stats.num_host_free = 0;
   }
   void reset_peak_stats() override {
     std::lock_guard<std::mutex> lock(mu);
@@ -213,6 +217,7 @@ c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device) {
 }
 
 c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
+at::HostAllocator* pinned_host_allocator() { return &g_pinned_allocator; }
 bool is_pinned(const void* ptr) { return g_pinned_allocator.contains(ptr); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);

@@ -27,20 +27,48 @@ using namespace openreg;
 
 namespace {
 
+py::dict counter_dict(const c10::CachingAllocator::Stat& stat) {
+  py::dict s;
+  s["current"] = stat.current;
+  s["peak"] = stat.peak;
+  s["allocated"] = stat.allocated;
+  s["freed"] = stat.freed;
+  return s;
+}
+
 py::dict stat_dict(const c10::CachingAllocator::StatArray& a) {
   using c10::CachingAllocator::StatType;
   static constexpr std::pair<StatType, const char*> kTypes[] = {
       {StatType::AGGREGATE, "all"}, {StatType::SMALL_POOL, "small_pool"}, {StatType::LARGE_POOL, "large_pool"}};
   py::dict out;
   for (auto [type, name] : kTypes) {
-    const auto& stat = a[static_cast<std::size_t>(type)];
-    py::dict s;
-    s["current"] = stat.current;
-    s["peak"] = stat.peak;
-    s["allocated"] = stat.allocated;
-    s["freed"] = stat.freed;
-    out[name] = s;
+    out[name] = counter_dict(a[static_cast<std::size_t>(type)]);
   }
+  return out;
+}
+
+py::dict duration_dict(const c10::CachingAllocator::DurationStat& stat) {
+  py::dict s;
+  s["total"] = stat.total;
+  s["max"] = stat.max;
+  s["min"] = stat.min;
+  s["count"] = stat.count;
+  s["avg"] = stat.count == 0 ? 0 : stat.total / stat.count;
+  return s;
+}
+
+// The pinned host allocator's statistics, as torch.cuda.host_memory_stats_as_nested_dict gives CUDA's.
+py::dict host_memory_stats() {
+  at::HostStats s = glue::pinned_host_allocator()->get_stats();
+  py::dict out;
+  out["allocations"] = counter_dict(s.allocations);
+  out["allocated_bytes"] = counter_dict(s.allocated_bytes);
+  out["active_requests"] = counter_dict(s.active_requests);
+  out["active_bytes"] = counter_dict(s.active_bytes);
+  out["host_alloc_time"] = duration_dict(s.host_alloc_time);
+  out["host_free_time"] = duration_dict(s.host_free_time);
+  out["num_host_alloc"] = s.num_host_alloc;
+  out["num_host_free"] = s.num_host_free;
   return out;
 }
 
@@ -120,6 +148,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("is_capturing", [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); });
 
   m.def("memory_stats", &memory_stats);
+  m.def("host_memory_stats", &host_memory_stats);
+  m.def("reset_accumulated_host_memory_stats", [] { glue::pinned_host_allocator()->reset_accumulated_stats(); });
+  m.def("reset_peak_host_memory_stats", [] { glue::pinned_host_allocator()->reset_peak_stats(); });
   openreg::python::bind_memory_history(m);
   m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });
   m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });

@@ -13,9 +13,8 @@ from .. import _C
 from ._devices import _DeviceLike, _index, _torch_cuda_implementation, current_device
 
 
-def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
-    """The caching allocator's statistics, flattened as torch.cuda.memory_stats
-    does ("allocated_bytes.all.current", ...)."""
+def _flatten(nested: dict[str, Any]) -> OrderedDict[str, Any]:
+    """{"a": {"b": 1}} as {"a.b": 1}, sorted, as torch.cuda flattens its statistics."""
     flat: list[tuple[str, Any]] = []
 
     def walk(prefix: str, value: Any) -> None:
@@ -25,11 +24,36 @@ def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
         else:
             flat.append((prefix, value))
 
-    walk("", _C.memory_stats(_index(device)))
+    walk("", nested)
+    return OrderedDict(sorted(flat))
+
+
+def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
+    """The caching allocator's statistics, flattened as torch.cuda.memory_stats
+    does ("allocated_bytes.all.current", ...)."""
+    nested = _C.memory_stats(_index(device))
     # CUDA counts blocks above max_split_size, which it never splits; openreg splits no block, so has none.
     for stat in ("oversize_allocations", "oversize_segments"):
-        flat += [(f"{stat}.{key}", 0) for key in ("current", "peak", "allocated", "freed")]
-    return OrderedDict(sorted(flat))
+        nested[stat] = dict.fromkeys(("current", "peak", "allocated", "freed"), 0)
+    return _flatten(nested)
+
+
+def host_memory_stats() -> OrderedDict[str, Any]:
+    """As torch.cuda.host_memory_stats: the pinned host allocator's statistics ("allocated_bytes.current",
+    "active_requests.peak", "num_host_alloc", "host_alloc_time.total", ...), flattened."""
+    return _flatten(_C.host_memory_stats())
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    return _C.host_memory_stats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C.reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C.reset_peak_host_memory_stats()
 
 
 def _stat(device: _DeviceLike, name: str) -> int:
