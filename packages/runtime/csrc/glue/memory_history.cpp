@@ -59,11 +59,15 @@ void on_alloc(int device, void* ptr, std::size_t size, int stream) {
 }
 
 void on_free(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_live.count(reinterpret_cast<uintptr_t>(ptr)) == 0) return;  // allocated before recording started
+  }
   std::shared_ptr<torch::CapturedTraceback> frames;
   if (g_stacks) frames = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_live.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == g_live.end()) return;  // allocated before recording started
+  if (it == g_live.end()) return;  // recording restarted meanwhile
   const Live& live = it->second;
   // openreg gives a freed block back in stream order at once from the host's view: requested and completed agree.
   for (const char* action : {"free_requested", "free_completed"}) {
