@@ -49,11 +49,13 @@ def test_doctor_reports_a_healthy_install():
 
 def test_doctor_shows_the_modes_and_settings_in_force():
     env = {"OPENREG_STRICT": "1", "OPENREG_LAUNCH_BLOCKING": "1", "OPENREG_FALLBACK": "silent",
-           "OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "512MiB", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+           "OPENREG_DEVICE_COUNT": "3", "OPENREG_DEVICE_MEMORY": "512MiB", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+           "OPENREG_SANITIZE": "streams:warn"}
     out = run_openreg("doctor", env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "strict on (OPENREG_STRICT), launch blocking on (OPENREG_LAUNCH_BLOCKING), CPU fallback silent" in out.stdout
     assert "3 x openreg" in out.stdout and "0.5 GiB each" in out.stdout
+    assert "stream sanitizer warn (OPENREG_SANITIZE, torch.openreg.set_stream_sanitizer)" in out.stdout
     assert "autoload        off (TORCH_DEVICE_BACKEND_AUTOLOAD=0): `import openreg` enables the device" in out.stdout
 
 
@@ -63,11 +65,13 @@ def test_doctor_run_in_a_program_shows_its_debugging_switches():
         from openreg.doctor import doctor
         torch.openreg.set_sync_debug_mode("warn")
         torch.openreg.memory._record_memory_history()
+        torch.openreg.set_stream_sanitizer("error")
         doctor()
     """)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "sync debug warn (torch.openreg.set_sync_debug_mode)" in out.stdout, out.stdout
     assert "memory history on (torch.openreg.memory._record_memory_history)" in out.stdout, out.stdout
+    assert "stream sanitizer error (OPENREG_SANITIZE" in out.stdout, out.stdout
 
 
 def test_doctor_fails_on_a_bad_setting_naming_the_variable():

@@ -21,6 +21,7 @@ RANKS = [
     {"doctor", "demo", "bench.harness", "bench.plot"},
     {"bench.runtime", "bench.eager", "bench.compile", "bench.latency", "bench.graphs",
      "bench.distributed"},  # the benchmark suites
+    {"bench.sanitizer"},  # the eager suite again, with the stream sanitizer on and off
     {"bench"},
     {"cli"},
     {"__main__", "__init__"},

@@ -47,8 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Times the same work on openreg and on the CPU in one run; reports "
                                             "openreg time / CPU time. Never fails on a timing.")
     bench.add_argument("--suite", action="append",
-                       choices=["runtime", "eager", "latency", "graphs", "distributed", "compile"],
-                       help="run this suite only (repeatable; default: all, compile only with openreg[compile])")
+                       choices=["runtime", "eager", "latency", "graphs", "distributed", "compile", "sanitizer"],
+                       help="run this suite only (repeatable; default: all but sanitizer, compile only with "
+                            "openreg[compile])")
     add_timing_arguments(bench)
     bench.add_argument("--plot", type=output_file, metavar="PATH",
                        help='also write a PNG chart of the ratios to PATH (needs matplotlib: pip install '

@@ -131,6 +131,8 @@ def _report_devices(problems: list[str]) -> None:
                   f"CPU fallback {openreg_eager.fallback_policy()} (OPENREG_FALLBACK), "
                   f"sync debug {SYNC_DEBUG_MODES[torch.openreg.get_sync_debug_mode()]} "
                   "(torch.openreg.set_sync_debug_mode), "
+                  f"stream sanitizer {torch.openreg.get_stream_sanitizer()} "
+                  "(OPENREG_SANITIZE, torch.openreg.set_stream_sanitizer), "
                   f"memory history {_on_off(openreg_runtime._C.is_recording_memory_history())} "
                   "(torch.openreg.memory._record_memory_history)")
     counts = openreg_eager.fallback_counts()

@@ -184,7 +184,11 @@ c10::intrusive_ptr<c10d::Work> Orccl::queue(c10::DeviceIndex device, int lane, s
   const char* name = calls.size() == 1 ? calls[0].name : "orccl::coalesced";
   glue::Touches touches;
   for (const Call& call : calls) {
-    for (const glue::HostView& v : call.views) touches.push_back(v.data());
+    for (const glue::HostView& v : call.views) {
+      const bool written = std::any_of(outputs.begin(), outputs.end(),
+                                       [&](const at::Tensor& t) { return t.defined() && t.data_ptr() == v.data(); });
+      touches.emplace_back(v.data(), written);
+    }
   }
   Stream& user = glue::checked([&]() -> Stream& { return current_stream(device); });
   Stream& comm = glue::checked([&]() -> Stream& { return get_stream(device, reserved_stream(lane)); });

@@ -109,6 +109,10 @@ void wait_for_queued_work(c10::DeviceIndex device, const char* call) {
 
 Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
                     c10::DeviceIndex device, const MetaResult* meta) {
+  // With a meta result the op is one the device queues, run here on its first call: on a GPU the host would not
+  // have waited, so for the stream sanitizer it has not.
+  std::optional<sanitizer::AsIfQueued> as_if_queued;
+  if (meta != nullptr) as_if_queued.emplace();
   wait_for_queued_work(device, op.schema().name().c_str());
   if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
   HostCall call(args, info.generator_arg, device);
@@ -118,7 +122,13 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   WarningWatch watch;
   torch::jit::Stack out;
   {
-    const glue::Touches touches = call.touches();
+    const glue::Touches touches = call.touches(op.schema());
+    if (sanitizer::on()) {
+      glue::checked([&] {
+        sanitizer::host_work(openreg::current_stream(device), op.schema().name().c_str(), touches.data(),
+                             touches.size());
+      });
+    }
     HostAccess access(touches.data(), touches.size());
     glue::WorkerDispatchState as_on_the_device;
     try {

@@ -120,10 +120,16 @@ std::vector<glue::HostView> HostCall::outs() const {
   return outs;
 }
 
-glue::Touches HostCall::touches() const {
+bool HostCall::writes(const View& v, const c10::FunctionSchema& op) const {
+  const auto arg = static_cast<size_t>(v.arg);
+  const auto& schema = op.arguments();
+  return v.arg >= n_inputs_ || (arg < schema.size() && schema[arg].alias_info() && schema[arg].alias_info()->isWrite());
+}
+
+glue::Touches HostCall::touches(const c10::FunctionSchema& op) const {
   glue::Touches touches;
   // The whole allocation: a kernel may resize an out= tensor within its storage.
-  for (const View& v : views_) touches.push_back(v.alias.nbytes > 0 ? v.alias.base : nullptr);
+  for (const View& v : views_) touches.emplace_back(v.alias.nbytes > 0 ? v.alias.base : nullptr, writes(v, op));
   return touches;
 }
 
@@ -137,18 +143,13 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
     }
   }
   const auto& schema = op.schema().arguments();
-  auto writes = [&](const View& v) {
-    const auto arg = static_cast<size_t>(v.arg);
-    return v.arg >= n_inputs_ ||
-           (arg < schema.size() && schema[arg].alias_info() && schema[arg].alias_info()->isWrite());
-  };
   // At the call, a failure is the caller's (as on the CPU) and the clock is now.
   const uint64_t launched_at = queued_at.value_or(allocation_clock());
   auto mark = [&](const std::shared_ptr<const AsyncError>& failure) {
     if (failure && !queued_at) return;
     auto set = [&](const void* base) { failure ? poison(base, launched_at, failure) : unpoison(base, launched_at); };
     for (const View& v : views_) {
-      if (writes(v)) set(v.alias.base);
+      if (writes(v, op.schema())) set(v.alias.base);
     }
     for (const auto& e : extra) {
       if (e.base != nullptr) set(e.base);

@@ -33,8 +33,9 @@ class HostCall {
   // tensors; returns what it left on the stack.
   torch::jit::Stack run(const c10::OperatorHandle& op, bool with_outs = false) const;
 
-  // Device memory the call reads or writes (opened by strict mode).
-  glue::Touches touches() const;
+  // Device memory the call of `op` reads or writes (opened by strict mode,
+  // checked by the stream sanitizer).
+  glue::Touches touches(const c10::FunctionSchema& op) const;
 
   // Runs `kernel` (a call of `op`) keeping track of which device memory holds
   // valid data: an input that a failed task wrote fails this call too, with
@@ -57,6 +58,7 @@ class HostCall {
     c10::IntArrayRef strides(const int64_t* shapes) const { return {shapes + shape_at + dim, dim}; }
   };
   void capture(const c10::IValue& v);  // appends to values_ (and views_)
+  bool writes(const View& v, const c10::FunctionSchema& op) const;
   void add_view(const at::Tensor& t, int element);
   glue::HostView view(const View& v) const;
 

@@ -95,11 +95,11 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
         into.push_back(t.defined() ? glue::HostView::of(t) : glue::HostView{});
     }
   }
-  glue::Touches touches;  // only strict mode looks at them
-  if (config().strict) {
-    touches = call.touches();
+  glue::Touches touches;  // only strict mode and the stream sanitizer look at them
+  if (config().strict || sanitizer::on()) {
+    touches = call.touches(op.schema());
     for (const auto& v : into) {
-      if (v.data() != nullptr) touches.push_back(v.data());
+      if (v.data() != nullptr) touches.emplace_back(v.data(), /*write=*/true);
     }
   }
   std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "openreg/core/touch.h"
+
 namespace openreg::eager {
 
 // A quantizer like `q` (per channel) with these scales and zero points.
@@ -41,7 +43,7 @@ class HostTensors {
   void write_back(const at::Tensor& dev, const at::Tensor& host);
 
   // The device memory the CPU kernel may touch (strict mode opens it).
-  const std::vector<const void*>& touches() const { return bases_; }
+  const std::vector<Touch>& touches() const { return bases_; }
 
  private:
   at::Tensor dense_to_host(const at::Tensor& t);
@@ -63,7 +65,7 @@ class HostTensors {
   std::vector<std::pair<at::QuantizerPtr, at::QuantizerPtr>> quantizers_;  // (host, device)
   std::vector<c10::Storage> host_storages_;                                // one per device allocation,
   std::vector<at::Tensor> device_bases_;                                   // in the same order
-  std::vector<const void*> bases_;
+  std::vector<Touch> bases_;
 };
 
 }  // namespace openreg::eager

@@ -83,6 +83,8 @@ const Config& config() {
     c.memory_bytes = (mem && *mem) ? parse_size(mem, "OPENREG_DEVICE_MEMORY") : (8ull << 30);
     c.launch_blocking = parse_flag("OPENREG_LAUNCH_BLOCKING");
     c.strict = parse_flag("OPENREG_STRICT");
+    c.sanitize = sanitizer::parse_mode(std::getenv("OPENREG_SANITIZE"));
+    if (c.sanitize != sanitizer::Mode::kOff) sanitizer::set_mode(c.sanitize);
     pthread_atfork(nullptr, nullptr, on_fork_child);
     return c;
   }();

@@ -4,6 +4,7 @@
 
 #include "openreg/core/detail/capture.h"
 #include "openreg/core/error.h"
+#include "openreg/core/sanitizer.h"
 #include "openreg/core/stream.h"
 
 namespace openreg {
@@ -12,8 +13,9 @@ struct EventState {
   Stream* stream;
   uint64_t seq;
   std::chrono::steady_clock::time_point time;
-  std::weak_ptr<detail::Capture> capture;  // the capture that recorded it, if one did
-  uint64_t captured_work = 0;              // how much of its stream's captured work it follows
+  std::weak_ptr<detail::Capture> capture;         // the capture that recorded it, if one did
+  uint64_t captured_work = 0;                     // how much of its stream's captured work it follows
+  std::shared_ptr<const sanitizer::Clock> clock;  // its stream's, for the stream sanitizer
 };
 
 void Event::record(Stream& stream) {
@@ -25,6 +27,8 @@ void Event::record(Stream& stream) {
   if (detail::Capture* capture = stream.capture()) {
     state->capture = capture->shared_from_this();
     state->captured_work = capture->work_of(stream);
+  } else if (sanitizer::on()) {
+    state->clock = sanitizer::clock_of(stream);
   }
   state_ = std::move(state);
 }
@@ -43,14 +47,21 @@ void Event::block(Stream& stream) const {
     capture->fail(why);
     throw Error(why);
   }
+  if (state_->clock) sanitizer::stream_waits(stream, *state_->clock);
   stream.launch("event wait", [state = state_] { state->stream->wait_for(state->seq); });
 }
 
-bool Event::query() const { return !state_ || state_->stream->reached(state_->seq); }
+bool Event::query() const {
+  if (!state_) return true;
+  if (!state_->stream->reached(state_->seq)) return false;
+  if (state_->clock && !in_task()) sanitizer::host_waits(*state_->clock);
+  return true;
+}
 
 void Event::synchronize() const {
   if (!state_) return;
   state_->stream->wait_for(state_->seq);
+  if (state_->clock && !in_task()) sanitizer::host_waits(*state_->clock);
   raise_pending_error(state_->stream->device());
 }
 

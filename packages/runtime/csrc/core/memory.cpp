@@ -10,6 +10,7 @@
 #include "openreg/core/error.h"
 #include "openreg/core/graph.h"
 #include "openreg/core/poison.h"
+#include "openreg/core/sanitizer.h"
 
 namespace openreg {
 namespace {
@@ -153,6 +154,7 @@ void DeviceMemory::cache(std::unique_ptr<Block> b) {
 }
 
 void DeviceMemory::unmap(const Block& b) {
+  if (sanitizer::on()) sanitizer::unmapped(b.ptr);
   detail::unmap_segment(b.ptr, b.size);
   bump(stats_.segment, b.size, -1);
   bump(stats_.reserved_bytes, b.size, -int64_t(b.size));
@@ -238,6 +240,7 @@ void DeviceMemory::free(void* ptr) {
     release(take(live_, it, spare_live_));
   }
   forget_poison(ptr, allocation);
+  if (sanitizer::on()) sanitizer::freed(ptr);
 }
 
 uint64_t DeviceMemory::allocation_at(const void* ptr) {

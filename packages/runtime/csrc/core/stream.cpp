@@ -5,6 +5,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
 #include "openreg/core/graph.h"
+#include "openreg/core/sanitizer.h"
 
 namespace openreg {
 namespace {
@@ -52,7 +54,7 @@ void record_failure(int device, int stream, const char* name, const char* what, 
 
 }  // namespace
 
-uint64_t Stream::launch(const char* name, Task task) {
+uint64_t Stream::launch(const char* name, Task task, const Touch* touches, std::size_t n) {
   check_not_forked();
   task.node_->name = name;
   if (detail::Capture* capture = capture_.load(std::memory_order_acquire)) {
@@ -60,7 +62,10 @@ uint64_t Stream::launch(const char* name, Task task) {
     return 0;
   }
   if (!started_.load(std::memory_order_acquire)) start_worker();
-  const uint64_t seq = tasks_.push(task.node_.release());  // the worker's now
+  std::optional<sanitizer::Launch> checked;
+  if (sanitizer::on()) checked.emplace(*this, name, touches, n);  // may refuse it
+  const uint64_t seq = tasks_.push(task.node_.release());         // the worker's now
+  if (checked) checked->queued(seq);
   // In batches: the list's cache line moves between the cores at every look.
   if (seq % kDestroyBatch == 0) tasks_.destroy_finished();
   sleep_.wake_worker(tasks_, seq);
@@ -132,6 +137,14 @@ void Stream::wait_for(uint64_t seq, const char* call) {
   if (!detail::spin_until([&] { return run_until(seq); })) sleep_.host_sleep(tasks_, seq);
   tasks_.destroy_finished();
   tasks_.release_last();
+  if (sanitizer::on() && t_worker_of == nullptr) sanitizer::host_waited(*this, seq);
+}
+
+bool Stream::query() const {
+  const uint64_t seq = last();
+  if (!tasks_.query()) return false;
+  if (sanitizer::on() && t_worker_of == nullptr) sanitizer::host_waited(*this, seq);
+  return true;
 }
 
 Stream::InOrder::InOrder(Stream& stream, const char* call) : stream_(stream), outer_(t_worker_of) {

@@ -9,6 +9,7 @@
 
 #include "openreg/core/detail/segment_map.h"
 #include "openreg/core/device.h"
+#include "openreg/core/sanitizer.h"
 
 namespace openreg {
 namespace {
@@ -44,6 +45,8 @@ void report_fault(int sig, siginfo_t* info, void* context) {
         info->si_addr, static_cast<std::size_t>(addr - base), segment.size, segment.device,
         reinterpret_cast<void*>(base));
     if (n > 0) (void)!write(STDERR_FILENO, text, std::min<std::size_t>(n, sizeof text - 1));
+    const std::size_t m = sanitizer::describe_unfinished_writer(base, text, sizeof text);
+    if (m > 0) (void)!write(STDERR_FILENO, text, m);
   }
   const struct sigaction& previous = g_previous_fault_action;
   if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
@@ -72,11 +75,11 @@ void install_fault_report() {
   (void)installed;
 }
 
-HostAccess::HostAccess(const void* const* ptrs, std::size_t n) {
+HostAccess::HostAccess(const Touch* touches, std::size_t n) {
   if (!config().strict) return;
   std::lock_guard<std::mutex> lock(segments_mutex());
   for (std::size_t i = 0; i < n; ++i) {
-    auto it = find_segment(reinterpret_cast<std::uintptr_t>(ptrs[i]));
+    auto it = find_segment(reinterpret_cast<std::uintptr_t>(touches[i].ptr));
     if (it == segments().end()) continue;  // host memory
     if (it->second.access++ == 0) {
       mprotect(reinterpret_cast<void*>(it->first), it->second.size, PROT_READ | PROT_WRITE);

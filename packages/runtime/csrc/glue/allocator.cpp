@@ -74,7 +74,8 @@ struct DeviceAllocator final : c10::DeviceAllocator {
   // they stay ordered with kernels.
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     c10::DeviceIndex device = static_cast<c10::DeviceIndex>(device_of(dest));
-    uint64_t seq = launch(device, "storage copy", {dest, src}, [=] { std::memcpy(dest, src, count); });
+    uint64_t seq =
+        launch(device, "storage copy", {Touch(dest, /*write=*/true), src}, [=] { std::memcpy(dest, src, count); });
     wait(device, seq);
   }
 

@@ -19,12 +19,12 @@ bool stays_async(const at::Tensor& host, bool non_blocking) { return non_blockin
 
 // A copy between the host and `device`: queued when it may stay asynchronous, else run at the call.
 template <typename F>
-void to_or_from_host(c10::DeviceIndex device, const char* name, const HostView& on_device, bool async, F&& copy) {
+void to_or_from_host(c10::DeviceIndex device, const char* name, Touch on_device, bool async, F&& copy) {
   if (async) {
-    launch(device, name, {on_device.data()}, std::forward<F>(copy));
+    launch(device, name, {on_device}, std::forward<F>(copy));
   } else {
     on_host_sync(name);
-    run_in_order(device, name, {on_device.data()}, copy);
+    run_in_order(device, name, {on_device}, copy);
   }
 }
 
@@ -54,7 +54,7 @@ void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
   const auto from = src.device().index(), to = dst.device().index();
   order_after(from, to);
   HostView s = HostView::of(src), d = HostView::of(dst);
-  launch(from, "copy (openreg to openreg)", {s.data(), d.data()},
+  launch(from, "copy (openreg to openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
          [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   order_after(to, from);
 }
@@ -69,20 +69,21 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.device() == dst.device()) at::assert_no_partial_overlap(dst, self);
   if (self.is_cpu()) {
     HostView d = HostView::of(dst);
-    to_or_from_host(dst.device().index(), "copy (host to openreg)", d, stays_async(self, non_blocking),
-                    [d, src = self, at = allocation_clock()] {
+    to_or_from_host(dst.device().index(), "copy (host to openreg)", Touch(d.data(), /*write=*/true),
+                    stays_async(self, non_blocking), [d, src = self, at = allocation_clock()] {
                       d.tensor().copy_(src);
                       unpoison(d.base, at);
                     });
   } else if (dst.is_cpu()) {
     HostView s = HostView::of(self);
-    to_or_from_host(self.device().index(), "copy (openreg to host)", s, stays_async(dst, non_blocking), [s, dst] {
-      check_valid(s);
-      dst.copy_(s.tensor());
-    });
+    to_or_from_host(self.device().index(), "copy (openreg to host)", s.data(), stays_async(dst, non_blocking),
+                    [s, dst] {
+                      check_valid(s);
+                      dst.copy_(s.tensor());
+                    });
   } else if (self.device() == dst.device()) {
     HostView s = HostView::of(self), d = HostView::of(dst);
-    launch(dst.device().index(), "copy (openreg)", {s.data(), d.data()},
+    launch(dst.device().index(), "copy (openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
            [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   } else {
     copy_between_devices(self, dst);

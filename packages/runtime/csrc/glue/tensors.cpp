@@ -55,7 +55,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   HostView v = HostView::of(self);
-  launch(self.device().index(), "fill_", {v.data()}, [v, value] { v.tensor().fill_(value); });
+  launch(self.device().index(), "fill_", {Touch(v.data(), /*write=*/true)}, [v, value] { v.tensor().fill_(value); });
   return self;
 }
 
@@ -67,7 +67,8 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
               self.device(), "; move one of them first");
   if (self.numel() == 0) return self;
   HostView v = HostView::of(self), s = HostView::of(value);
-  launch(self.device().index(), "fill_", {v.data(), s.data()}, [v, s] { v.tensor().fill_(s.tensor()); });
+  launch(self.device().index(), "fill_", {Touch(v.data(), /*write=*/true), s.data()},
+         [v, s] { v.tensor().fill_(s.tensor()); });
   return self;
 }
 

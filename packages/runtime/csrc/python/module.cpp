@@ -114,6 +114,7 @@ PYBIND11_MODULE(_C, m) {
     d["memory_bytes"] = c.memory_bytes;
     d["launch_blocking"] = c.launch_blocking;
     d["strict"] = c.strict;
+    d["sanitize"] = static_cast<int>(c.sanitize);
     return d;
   });
   m.def("device_count", [] { return glue::checked([] { return device_count(); }); });
@@ -143,6 +144,8 @@ PYBIND11_MODULE(_C, m) {
     glue::set_sync_debug_mode(static_cast<glue::SyncDebugMode>(mode));
   });
   m.def("get_sync_debug_mode", [] { return static_cast<int>(glue::sync_debug_mode()); });
+  m.def("set_stream_sanitizer", [](int mode) { sanitizer::set_mode(static_cast<sanitizer::Mode>(mode)); });
+  m.def("get_stream_sanitizer", [] { return static_cast<int>(sanitizer::mode()); });
 
   m.def("graph_pool_handle", [] { return py::make_tuple(0, new_graph_pool()); });
   m.def("is_capturing", [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); });

@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from .._layers import VERSION
-from . import compile, distributed, eager, graphs, latency, runtime
+from . import compile, distributed, eager, graphs, latency, runtime, sanitizer
 
 SUITES = {"runtime": runtime.SUITE, "eager": eager.SUITE, "latency": latency.SUITE, "graphs": graphs.SUITE,
-          "distributed": distributed.SUITE, "compile": compile.SUITE}
+          "distributed": distributed.SUITE, "compile": compile.SUITE, "sanitizer": sanitizer.SUITE}
 
 
 def bench(suites: list[str], json_path: Path | None = None, plot_path: Path | None = None,

@@ -177,6 +177,27 @@ def get_sync_debug_mode() -> int:
     return _C.get_sync_debug_mode()
 
 
+_STREAM_SANITIZER_MODES = ("off", "error", "warn")
+
+
+def set_stream_sanitizer(mode: str) -> None:
+    """Turns the stream sanitizer (OPENREG_SANITIZE=streams) on or off. "error": a launch that touches device memory
+    which unfinished work on another stream uses, with nothing (an event, wait_stream, synchronize) ordering the two,
+    or memory freed and reused while another stream may still use it (a missing record_stream), raises a
+    RuntimeError naming both ops, their streams and the lines that launched them, and is not queued. "warn": the same
+    report as a warning, and the work runs. "off": no checks, no cost. Turning it on forgets earlier work."""
+    _lazy_init()
+    if mode not in _STREAM_SANITIZER_MODES:
+        raise ValueError(f"set_stream_sanitizer({mode!r}): the mode is one of {', '.join(_STREAM_SANITIZER_MODES)}")
+    _C.set_stream_sanitizer(_STREAM_SANITIZER_MODES.index(mode))
+
+
+def get_stream_sanitizer() -> str:
+    """The stream sanitizer's mode: "off", "error" or "warn" (set_stream_sanitizer, OPENREG_SANITIZE)."""
+    _lazy_init()
+    return _STREAM_SANITIZER_MODES[_C.get_stream_sanitizer()]
+
+
 def _sleep(milliseconds: int) -> None:
     """Queues work that keeps the current stream busy, like torch.cuda._sleep."""
     _C._sleep(int(milliseconds))

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string>
 
+#include "openreg/core/sanitizer.h"
+
 namespace openreg {
 
 struct Config {
@@ -11,6 +13,7 @@ struct Config {
   std::size_t memory_bytes;  // OPENREG_DEVICE_MEMORY, per device
   bool launch_blocking;      // OPENREG_LAUNCH_BLOCKING
   bool strict;               // OPENREG_STRICT
+  sanitizer::Mode sanitize;  // OPENREG_SANITIZE, where it starts (Python may change it)
 };
 
 constexpr int kMaxDevices = 64;  // the most OPENREG_DEVICE_COUNT may ask for

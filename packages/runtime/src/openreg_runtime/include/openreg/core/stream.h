@@ -13,6 +13,7 @@
 
 #include "openreg/core/detail/sleep.h"
 #include "openreg/core/detail/task_list.h"
+#include "openreg/core/touch.h"
 
 namespace openreg {
 
@@ -56,10 +57,11 @@ class Stream {
   // task (a string literal or an interned op name). Under
   // OPENREG_LAUNCH_BLOCKING=1 it also waits and raises any failure. While the
   // stream captures a graph, the capture keeps the task (none runs) and the
-  // result is 0.
-  uint64_t launch(const char* name, Task task);
+  // result is 0. `touches`: the device memory it reads and writes, for the
+  // stream sanitizer (sanitizer.h), which may refuse the launch.
+  uint64_t launch(const char* name, Task task, const Touch* touches = nullptr, std::size_t n = 0);
 
-  bool query() const { return tasks_.query(); }
+  bool query() const;
   // The graph capture recording this stream's launches, or null.
   detail::Capture* capture() const { return capture_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return tasks_.reached(seq); }

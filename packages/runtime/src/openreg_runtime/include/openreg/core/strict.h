@@ -6,14 +6,16 @@
 #include <initializer_list>
 #include <vector>
 
+#include "openreg/core/touch.h"
+
 namespace openreg {
 
 // Makes device memory host-accessible for a kernel's or copy's duration in
 // strict mode; costs nothing otherwise.
 class HostAccess {
  public:
-  HostAccess(std::initializer_list<const void*> ptrs) : HostAccess(ptrs.begin(), ptrs.size()) {}
-  HostAccess(const void* const* ptrs, std::size_t n);
+  HostAccess(std::initializer_list<Touch> touches) : HostAccess(touches.begin(), touches.size()) {}
+  HostAccess(const Touch* touches, std::size_t n);
   ~HostAccess();
   HostAccess(const HostAccess&) = delete;
   HostAccess& operator=(const HostAccess&) = delete;

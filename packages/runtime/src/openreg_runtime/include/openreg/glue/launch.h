@@ -14,6 +14,7 @@
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
 #include "openreg/core/poison.h"
+#include "openreg/core/sanitizer.h"
 #include "openreg/core/stream.h"
 #include "openreg/core/strict.h"
 
@@ -59,9 +60,8 @@ struct HostView : HostAlias {
 c10::Stream current_stream(c10::DeviceIndex device);
 Stream& core_stream(const c10::Stream& stream);
 
-// Device pointers a task reads or writes: strict mode opens them for the
-// task's duration.
-using Touches = c10::SmallVector<const void*, 8>;
+// Device memory a task reads or writes (core/touch.h).
+using Touches = c10::SmallVector<Touch, 8>;
 
 // Raises a task's failure as the c10 error type the task threw (an
 // IndexError stays an IndexError), with the message that names the task.
@@ -98,7 +98,7 @@ class WorkerDispatchState {
 // torch.inference_mode(): d.cpu()`) writable.
 class KernelScope {
  public:
-  KernelScope(const void* const* touches, size_t n) : access_(touches, n) {}
+  KernelScope(const Touch* touches, size_t n) : access_(touches, n) {}
 
  private:
   HostAccess access_;
@@ -116,19 +116,22 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
     fn();
     return 0;
   }
-  // Kept only for strict mode, which alone looks at them: a smaller task is fewer
-  // cache lines for the worker to fetch from the host's core.
+  // Kept only for strict mode, which alone looks at them in the task: a smaller task
+  // is fewer cache lines for the worker to fetch from the host's core.
   auto opened = config().strict ? std::make_unique<Touches>(std::move(touches)) : nullptr;
+  const Touches& checked_touches = opened ? *opened : touches;  // for the sanitizer, during the launch
   return checked([&] {
     return openreg::current_stream(device).launch(
-        name, [opened = std::move(opened), fn = std::forward<F>(fn)]() mutable {
+        name,
+        [opened = std::move(opened), fn = std::forward<F>(fn)]() mutable {
           KernelScope scope(opened ? opened->data() : nullptr, opened ? opened->size() : 0);
           try {
             fn();
           } catch (const c10::Error& e) {
             throw AsyncError(e.what_without_backtrace(), std::current_exception());
           }
-        });
+        },
+        checked_touches.data(), checked_touches.size());
   });
 }
 
@@ -144,8 +147,10 @@ void run_in_order(c10::DeviceIndex device, const char* call, Touches touches, F&
     return;
   }
   checked([&] {
-    Stream::InOrder held(openreg::current_stream(device), call);
+    Stream& stream = openreg::current_stream(device);
+    Stream::InOrder held(stream, call);
     raise_pending_error(device);
+    if (sanitizer::on()) sanitizer::host_work(stream, call, touches.data(), touches.size());
     KernelScope scope(touches.data(), touches.size());
     fn();
   });
