@@ -224,6 +224,7 @@ def streams(rank: int) -> None:
         # Work on another stream, joined by wait_stream, is what the collective reads.
         side = torch.openreg.Stream()
         w = torch.zeros(16, device="openreg")
+        side.wait_stream(torch.openreg.current_stream())  # the zeros first (the stream sanitizer found this missing)
         with torch.openreg.stream(side):
             torch.openreg._sleep(100)
             w.fill_(rank + 1)
