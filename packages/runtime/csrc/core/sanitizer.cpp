@@ -32,7 +32,6 @@ struct Record {
   Access write;               // the last write (stream < 0: none)
   std::vector<Access> reads;  // the last read of each stream since
   uint64_t generation = 0;    // frees of the block so far
-  std::size_t size = 0;
 };
 
 struct Conflict {
@@ -70,13 +69,24 @@ void merge(Clock& into, const Clock& from) {
 
 bool ordered(const Clock& clock, const Access& a) { return a.stream < 0 || clock[a.stream] >= a.seq; }
 
-// The allocation containing `p`, with its size; 0 for host memory.
-std::uintptr_t base_of(const void* p, std::size_t* size) {
+// A touch of device memory, by the allocation it falls in.
+struct Use {
+  std::uintptr_t base;
+  std::size_t size;
+  bool write;
+};
+
+// Host memory (and null) is left out.
+std::vector<Use> uses_of(const Touch* touches, std::size_t n) {
+  std::vector<Use> uses;
   std::lock_guard<std::mutex> lock(openreg::detail::segments_mutex());
-  auto it = openreg::detail::find_segment(reinterpret_cast<std::uintptr_t>(p));
-  if (it == openreg::detail::segments().end()) return 0;
-  *size = it->second.size;
-  return it->first;
+  for (std::size_t k = 0; k < n; ++k) {
+    auto it = openreg::detail::find_segment(reinterpret_cast<std::uintptr_t>(touches[k].ptr));
+    if (touches[k].ptr != nullptr && it != openreg::detail::segments().end()) {
+      uses.push_back(Use{it->first, it->second.size, touches[k].write});
+    }
+  }
+  return uses;
 }
 
 std::string where(int i) {
@@ -124,39 +134,31 @@ std::string report(const Access& later, const std::vector<Conflict>& conflicts) 
   return out;
 }
 
-// Checks `touches` by a task on stream `i` with `clock`, under g_mu.
-std::vector<Conflict> check(int i, const Clock& clock, const Touch* touches, std::size_t n) {
+// Checks the uses of a task on stream `i` with `clock`, under g_mu.
+std::vector<Conflict> check(int i, const Clock& clock, const std::vector<Use>& uses) {
   std::vector<Conflict> found;
-  for (std::size_t k = 0; k < n; ++k) {
-    if (touches[k].ptr == nullptr) continue;
-    std::size_t size = 0;
-    const std::uintptr_t base = base_of(touches[k].ptr, &size);
-    auto it = base == 0 ? g_records.end() : g_records.find(base);
+  for (const Use& use : uses) {
+    auto it = g_records.find(use.base);
     if (it == g_records.end()) continue;
     const Record& r = it->second;
     auto conflict = [&](const Access& a, bool writes) {
       if (a.stream < 0 || a.stream == i || ordered(clock, a)) return;
-      found.push_back(Conflict{a, writes, touches[k].write, a.generation != r.generation, base, size});
+      found.push_back(Conflict{a, writes, use.write, a.generation != r.generation, use.base, use.size});
     };
     conflict(r.write, true);
-    if (touches[k].write) {
+    if (use.write) {
       for (const Access& a : r.reads) conflict(a, false);
     }
   }
   return found;
 }
 
-void record(const Access& a, const Touch* touches, std::size_t n) {
-  for (std::size_t k = 0; k < n; ++k) {
-    if (touches[k].ptr == nullptr) continue;
-    std::size_t size = 0;
-    const std::uintptr_t base = base_of(touches[k].ptr, &size);
-    if (base == 0) continue;
-    Record& r = g_records[base];
-    r.size = size;
+void record(const Access& a, const std::vector<Use>& uses) {
+  for (const Use& use : uses) {
+    Record& r = g_records[use.base];
     Access mine = a;
     mine.generation = r.generation;
-    if (touches[k].write) {
+    if (use.write) {
       r.write = std::move(mine);
       r.reads.clear();
       continue;
@@ -207,18 +209,18 @@ struct Launch::State {
   int stream;
   const char* op;
   std::shared_ptr<const void> site;
-  const Touch* touches;
-  std::size_t n;
+  std::vector<Use> uses;
   std::vector<Conflict> conflicts;
 };
 
 Launch::Launch(const Stream& stream, const char* op, const Touch* touches, std::size_t n) {
   // Gathered before the lock: it may wait for Python. Launches without touches (events, the allocator's) need none.
   std::shared_ptr<const void> site = n > 0 && g_hooks.capture_site ? g_hooks.capture_site() : nullptr;
-  state_.reset(new State{std::unique_lock<std::mutex>(g_mu), index(stream), op, std::move(site), touches, n, {}});
+  std::vector<Use> uses = uses_of(touches, n);
+  state_.reset(new State{std::unique_lock<std::mutex>(g_mu), index(stream), op, std::move(site), std::move(uses), {}});
   Clock& clock = stream_clock(state_->stream);
   merge(clock, g_host);
-  state_->conflicts = check(state_->stream, clock, touches, n);
+  state_->conflicts = check(state_->stream, clock, state_->uses);
   if (state_->conflicts.empty() || mode() != Mode::kError) return;
   const Access me{state_->stream, 0, 0, op, state_->site};
   std::vector<Conflict> conflicts = std::move(state_->conflicts);
@@ -232,7 +234,7 @@ void Launch::queued(uint64_t seq) {
   State& s = *state_;
   stream_clock(s.stream)[s.stream] = seq;
   Access me{s.stream, seq, 0, s.op, s.site};
-  record(me, s.touches, s.n);
+  record(me, s.uses);
   std::vector<Conflict> conflicts = std::move(s.conflicts);
   state_.reset();
   if (!conflicts.empty()) warn(report(me, conflicts));
