@@ -212,31 +212,38 @@ _VARIANT_ONLY = sorted({ROOT / "packages" / t for _, tests in VARIANTS.values() 
 
 @nox.session
 def variants(session: nox.Session) -> None:
-    """Each install variant in an environment of its own, installed from the wheels as a user installs it
-    (`pip install --no-index --find-links dist "openreg[compile]"`), then its tests; arguments after -- go to
-    pytest. The wheels are built once for all of them."""
+    """Each install variant in turn in an environment apart from the session's, installed from the wheels as a
+    user installs it (`pip install --no-index --find-links dist "openreg[compile]"`), then its tests; arguments
+    after -- go to pytest. The wheels are built once for all of them."""
     dist = install_openreg(session, TORCH[0]).resolve()
     tmp = Path(session.create_tmp()).resolve()  # resolved now: _pytest changes the working directory
+    venv = tmp / "venv-variants"
+    python = _variant_env(session, venv)
     for variant, (requirement, tests) in VARIANTS.items():
         session.log(f"variant {variant}: pip install {requirement}")
-        venv = tmp / f"venv-{variant}"
-        python = _variant_env(session, venv, requirement, dist)
+        _install_variant(session, python, requirement, dist)
         _pytest(session, [*(str(ROOT / "packages" / t) for t in tests), *session.posargs],
                 env={"TEST_OPENREG_VARIANT": variant}, python=python)
-        # Each holds a torch of its own (1 GB): only one exists at a time, so that CI fits on a smaller disk.
-        # A failed variant's environment stays for inspection until the next run.
-        shutil.rmtree(venv)
+    # It holds a torch of its own (1 GB), so that CI fits on a smaller disk. A failed variant's environment stays
+    # for inspection until the next run.
+    shutil.rmtree(venv)
 
 
-def _variant_env(session: nox.Session, venv: Path, requirement: str, dist: Path) -> str:
-    """The interpreter of a new virtualenv `venv` holding torch and, of openreg, exactly what
-    `pip install <requirement>` brings from `dist`."""
+def _variant_env(session: nox.Session, venv: Path) -> str:
+    """The interpreter of a new virtualenv `venv` holding torch, numpy and pytest, and none of openreg: one torch
+    install serves every variant (each takes about a minute)."""
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
+    session.run(python, "-m", "pip", "install", "--quiet", f"torch=={TORCH[0]}", "numpy", "pytest", external=True)
+    return python
+
+
+def _install_variant(session: nox.Session, python: str, requirement: str, dist: Path) -> None:
+    """Makes openreg in `python`'s environment exactly what `pip install <requirement>` brings from `dist`: the
+    previous variant's distributions go first, so a layer it had cannot pass for one this variant lacks."""
     pip = [python, "-m", "pip"]
-    session.run(*pip, "install", "--quiet", f"torch=={TORCH[0]}", "numpy", "pytest", external=True)
+    session.run(*pip, "uninstall", "--yes", "--quiet", *PACKAGES, external=True, silent=True)
     if "plot" in requirement:
         session.run(*pip, "install", "--quiet", "matplotlib", external=True)  # openreg's wheels: dist/ only
     session.run(*pip, "install", "--no-index", "--find-links", str(dist), requirement, external=True)
-    return python
