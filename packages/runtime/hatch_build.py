@@ -33,6 +33,7 @@ class CustomBuildHook(BuildHookInterface):
         out = PACKAGE if version == "editable" else build_dir / "package"
         include = [f"-I{b.INCLUDE_DIR}"]
         torch_cflags, torch_ldflags = b.torch_flags()
+        torch_cflags += b.kineto_flags()
         lib = [f"-L{out / 'lib'}"]
         built = [
             b.build(name="openreg_core", kind="shared", sources=sorted((ROOT / "csrc/core").glob("*.cpp")),

@@ -4,6 +4,7 @@ ordered multi-stream code, training included, runs silently with the CPU's resul
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -81,6 +82,7 @@ def test_ops_run_at_the_call_are_checked_too():
 
 
 def test_a_fresh_result_in_memory_freed_while_another_stream_read_it():
+    gc.collect()  # device tensors in earlier tests' reference cycles, freed later, would take x's place
     torch.openreg.empty_cache()  # so that the next allocation of this size takes x's block
     side = torch.openreg.Stream()
     x = torch.ones(1024, device="openreg")

@@ -7,6 +7,7 @@
 
 #include "host_call.h"
 #include "openreg/core/stream.h"
+#include "openreg/core/trace.h"
 #include "openreg/glue/launch.h"
 #include "results.h"
 
@@ -121,6 +122,9 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
                                     : Results(op.schema().returns().size());
   WarningWatch watch;
   torch::jit::Stack out;
+  // The device's work, though the host does it here: profilers show it on the stream, as a queued kernel
+  // (in a task, it is part of that task's).
+  const int64_t traced = trace::on() && !openreg::in_task() ? trace::now() : 0;
   {
     const glue::Touches touches = call.touches(op.schema());
     if (sanitizer::on()) {
@@ -154,6 +158,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
       throw NeedsFallback{"its CPU kernel resizes device memory"};
     }
   }
+  if (traced != 0) trace::ran_here(openreg::current_stream(device), op.schema().name().c_str(), traced);
   bool differed = reconcile(info, args, out, results);
   if (meta != nullptr && meta->verdict == Verdict::Unverified) {
     for (size_t i = 0; i < args.size() && !differed; ++i) {

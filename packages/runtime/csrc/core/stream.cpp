@@ -16,6 +16,7 @@
 #include "openreg/core/error.h"
 #include "openreg/core/graph.h"
 #include "openreg/core/sanitizer.h"
+#include "openreg/core/trace.h"
 
 namespace openreg {
 namespace {
@@ -56,6 +57,7 @@ void record_failure(int device, int stream, const char* name, const char* what, 
 
 uint64_t Stream::launch(const char* name, Task task, const Touch* touches, std::size_t n) {
   check_not_forked();
+  const int64_t traced = trace::on() ? trace::now() : 0;
   task.node_->name = name;
   if (detail::Capture* capture = capture_.load(std::memory_order_acquire)) {
     capture->record(*this, std::move(task.node_));
@@ -64,7 +66,8 @@ uint64_t Stream::launch(const char* name, Task task, const Touch* touches, std::
   if (!started_.load(std::memory_order_acquire)) start_worker();
   std::optional<sanitizer::Launch> checked;
   if (sanitizer::on()) checked.emplace(*this, name, touches, n);  // may refuse it
-  const uint64_t seq = tasks_.push(task.node_.release());         // the worker's now
+  if (traced != 0) trace::launched(task.node_.get(), traced);
+  const uint64_t seq = tasks_.push(task.node_.release());  // the worker's now
   if (checked) checked->queued(seq);
   // In batches: the list's cache line moves between the cores at every look.
   if (seq % kDestroyBatch == 0) tasks_.destroy_finished();
@@ -98,6 +101,7 @@ void Stream::run() {
 }
 
 void Stream::run_task(detail::TaskNode* node) {
+  const int64_t traced = trace::on() ? trace::now() : 0;
   try {
     node->run();
   } catch (const std::exception& e) {
@@ -105,6 +109,8 @@ void Stream::run_task(detail::TaskNode* node) {
   } catch (...) {
     record_failure(device_, id_, node->name, "unknown exception", std::current_exception());
   }
+  // Before the task counts as done: a host that waited for it finds its record.
+  if (traced != 0) trace::ran(*this, node, node->name, traced);
   sleep_.task_done(tasks_.finish());
   tasks_.end_turn();
 }
@@ -147,16 +153,18 @@ bool Stream::query() const {
   return true;
 }
 
-Stream::InOrder::InOrder(Stream& stream, const char* call) : stream_(stream), outer_(t_worker_of) {
+Stream::InOrder::InOrder(Stream& stream, const char* call) : stream_(stream), outer_(t_worker_of), call_(call) {
   check_not_forked();
   if (outer_ == &stream_) return;  // a task of this stream holds it already
   check_may_wait(&stream_, call);
   while (!stream_.tasks_.take_turn_if_idle()) stream_.wait_for(stream_.last(), call);
   t_worker_of = &stream_;
+  if (trace::on()) traced_ = trace::now();
 }
 
 Stream::InOrder::~InOrder() {
   if (outer_ == &stream_) return;
+  if (traced_ != 0) trace::ran_here(stream_, call_, traced_);
   t_worker_of = outer_;
   stream_.tasks_.end_turn();
   if (!stream_.tasks_.query()) stream_.sleep_.wake_now();

@@ -37,6 +37,18 @@ def torch_flags() -> tuple[list[str], list[str]]:
     return cflags, ldflags
 
 
+def kineto_flags() -> list[str]:
+    """Compile flags for code that plugs into Kineto, torch's profiler library, whose headers torch ships in
+    include/kineto when it was built with it; none when it was not."""
+    from torch.utils import cpp_extension
+
+    for include in cpp_extension.include_paths():
+        kineto = Path(include) / "kineto"
+        if (kineto / "IActivityProfiler.h").exists():
+            return ["-DUSE_KINETO", f"-I{kineto}"]
+    return []
+
+
 def _stale(obj: Path, dep: Path) -> bool:
     if not obj.exists() or not dep.exists():
         return True

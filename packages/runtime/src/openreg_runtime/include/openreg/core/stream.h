@@ -91,6 +91,8 @@ class Stream {
    private:
     Stream& stream_;
     const Stream* outer_;  // what the thread ran as before (a worker, or nothing)
+    const char* call_;
+    int64_t traced_ = 0;  // when the work began, while tracing (trace.h)
   };
 
  private:

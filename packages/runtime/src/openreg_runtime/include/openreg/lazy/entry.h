@@ -10,6 +10,10 @@
 // hands its hooks over (torch accepts PrivateUse1 hooks only once).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
+namespace libkineto {
+class IActivityProfiler;
+}
+
 namespace openreg::lazy {
 
 // Called by the glue as it loads.
@@ -17,5 +21,8 @@ void attach(const at::PrivateUse1HooksInterface* hooks);
 bool glue_loaded();
 // The glue's hooks, loading the glue on first use; raises when it cannot load.
 const at::PrivateUse1HooksInterface& glue();
+// The glue's Kineto profiler (glue/kineto.cpp), handed over as it loads:
+// Kineto asks for profilers once, when it starts, perhaps before the glue loads.
+void attach_profiler(libkineto::IActivityProfiler* profiler);
 
 }  // namespace openreg::lazy
