@@ -5,7 +5,6 @@ openreg-runtime alone provides is used here (copies, fill_), as its install vari
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -197,23 +196,18 @@ def test_off_reports_nothing():
     torch.openreg.synchronize()
 
 
-def _run(code: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
-
-
-def test_environment_variable_turns_it_on_and_a_bad_value_is_named():
-    code = ("import torch\nprint(torch.openreg.get_stream_sanitizer())\n")
-    assert _run(code, OPENREG_SANITIZE="streams").stdout.split() == ["error"]
-    assert _run(code, OPENREG_SANITIZE="streams:warn").stdout.split() == ["warn"]
-    bad = _run(code, OPENREG_SANITIZE="threads")
+def test_environment_variable_turns_it_on_and_a_bad_value_is_named(run_python):
+    code = "import torch, openreg_runtime\nprint(torch.openreg.get_stream_sanitizer())\n"
+    assert run_python(code, env={"OPENREG_SANITIZE": "streams"}).stdout.split() == ["error"]
+    assert run_python(code, env={"OPENREG_SANITIZE": "streams:warn"}).stdout.split() == ["warn"]
+    bad = run_python(code, env={"OPENREG_SANITIZE": "threads"})
     assert bad.returncode != 0
     assert "OPENREG_SANITIZE='threads' is not a sanitizer" in bad.stderr
 
 
-def test_strict_mode_fault_names_the_unfinished_writer():
+def test_strict_mode_fault_names_the_unfinished_writer(run_python):
     code = """
-import ctypes, torch
+import ctypes, torch, openreg_runtime
 x = torch.zeros(1024).to("openreg")
 side = torch.openreg.Stream()
 side.wait_stream(torch.openreg.current_stream())
@@ -222,7 +216,7 @@ with torch.openreg.stream(side):
     x.fill_(1.0)
 ctypes.c_float.from_address(x.data_ptr()).value  # the bug: no synchronize before the host reads
 """
-    run = _run(code, OPENREG_STRICT="1", OPENREG_SANITIZE="streams")
+    run = run_python(code, env={"OPENREG_STRICT": "1", "OPENREG_SANITIZE": "streams"})
     assert run.returncode != 0
     assert "strict mode: the host touched device memory" in run.stderr
     assert "'fill_', queued on openreg:0 stream" in run.stderr and "has not run yet" in run.stderr
