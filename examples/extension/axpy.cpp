@@ -12,6 +12,7 @@ namespace {
 
 void axpy_loop(const at::Tensor& x, const at::Tensor& y, const at::Tensor& out, double a) {
   TORCH_CHECK(!std::isnan(a), "myops::axpy: a is NaN");
+  if (std::isinf(a)) TORCH_WARN("myops::axpy: a is ", a, ", so no result is finite");
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "axpy", [&] {
     const scalar_t* px = x.const_data_ptr<scalar_t>();
     const scalar_t* py = y.const_data_ptr<scalar_t>();

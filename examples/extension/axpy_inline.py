@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -40,6 +41,16 @@ def _queued(fn, *args) -> bool:
     return returned < 0.15
 
 
+def _kernel_warnings(x, y) -> list[str]:
+    """What axpy with an infinite `a` warns: the kernel warns on the stream's worker, and the warning reaches this
+    thread's `warnings` when it next calls into openreg (here, reading the result). (Called through torch.ops, the
+    CPU kernel's warning goes to stderr: torch.ops calls do not turn C++ warnings into Python's.)"""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.ops.myops.axpy(x.to("openreg"), y.to("openreg"), float("inf")).cpu()
+    return [f"{w.category.__name__}: {str(w.message).split(' (Triggered internally')[0]}" for w in caught]
+
+
 def check() -> dict:
     """myops::axpy, however it was built, against the CPU, through torch.compile, and failing in a kernel."""
     x, y = torch.randn(1000, generator=torch.Generator().manual_seed(0)), torch.randn(1000)
@@ -59,7 +70,7 @@ def check() -> dict:
         late_error = None
     except RuntimeError as e:
         late_error = str(e)
-    return {"same_as_cpu": same, "compiled_same_as_cpu": compiled_same,
+    return {"same_as_cpu": same, "kernel_warnings": _kernel_warnings(x, y), "compiled_same_as_cpu": compiled_same,
             "extern_call": any("torch.ops.myops.axpy" in c for c in code), "late_error": late_error,
             "queued": _queued(torch.ops.myops.axpy, x.to("openreg"), y.to("openreg"), 2.5),
             "compiled_queued": _queued(compiled_fn, x.to("openreg"), y.to("openreg"))}

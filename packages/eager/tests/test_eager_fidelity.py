@@ -332,19 +332,6 @@ def test_copies_to_inference_tensors_in_inference_mode():
     assert "0., 1., 2." in text
 
 
-def test_a_bad_fallback_policy_is_reported_when_the_device_starts():
-    proc = _run("""
-        import torch, openreg_eager
-        print(torch.openreg.is_available())
-        try:
-            torch.ones(1, device="openreg") + 1  # no op here falls back to the CPU
-        except RuntimeError as e:
-            print(e)
-    """, env={"OPENREG_FALLBACK": "bogus"})
-    assert proc.stdout.splitlines()[0] == "False", proc.stderr
-    assert "OPENREG_FALLBACK='bogus' is not a fallback policy" in proc.stdout, proc.stderr
-
-
 def test_a_failed_kernels_result_cannot_be_read_as_valid_from_any_thread():
     """As CUDA's sticky error, per allocation: whoever synchronises first gets the failure; reading the failed
     result, or anything computed from it, raises it again, in any thread; other data and new work stay fine."""
@@ -407,16 +394,21 @@ def _nonzero_into(shape):
     return fn
 
 
-GROWS_PAST_ITS_STORAGE = pytest.mark.xfail(
-    strict=True, reason="openreg bug: an out= tensor the CPU kernel grows past its storage goes through the CPU "
-    "fallback, which warns and lays the result out contiguously (the CPU's nonzero gives strides (1, n))")
-
-
-@pytest.mark.parametrize("shape", [pytest.param((), marks=GROWS_PAST_ITS_STORAGE),
-                                   pytest.param((0,), marks=GROWS_PAST_ITS_STORAGE), (2, 1), (5,), (3, 4)], ids=str)
+@pytest.mark.parametrize("shape", [(), (0,), (2, 1), (5,), (3, 4)], ids=str)
 def test_a_data_dependent_out_is_resized_as_on_the_cpu(shape):
-    """nonzero(out=) resizes its out tensor to the result's shape, whatever its storage held."""
+    """nonzero(out=) resizes its out tensor to the result's shape, whatever its storage held, growing the storage
+    when it is too small (the CPU's nonzero then lays its result out with strides (1, n))."""
     assert_same_outcome(_nonzero_into(shape))
+
+
+def test_growing_an_out_tensor_grows_the_storage_its_views_share():
+    """The CPU grows the storage itself, keeping its bytes: every tensor on it sees the grown memory."""
+    def fn(d):
+        base = torch.tensor([7, 8], device=d)
+        torch.nonzero(torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0], device=d), out=base[:0])
+        return base
+
+    assert_same_outcome(fn)
 
 
 def test_a_range_read_from_the_values_is_checked_at_the_call():

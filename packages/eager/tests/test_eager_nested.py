@@ -12,7 +12,7 @@ import torch.nn.functional as F
 DEV = "openreg"
 
 # torch notes once that the strided nested API is a prototype.
-pytestmark = [pytest.mark.usefixtures("no_fallback"), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def nested(d, requires_grad=False, layout=torch.strided):

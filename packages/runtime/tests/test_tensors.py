@@ -349,6 +349,22 @@ def test_storage_clone_and_copy():
     assert s.cpu().tolist() == torch.arange(8.0).untyped_storage().tolist()
 
 
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.complex64, torch.int8])
+def test_legacy_storage_types_are_openregs_as_cudas_are_cudas(dtype):
+    """tensor.storage_type() names torch.openreg's class of the CPU's name (None would break code that
+    dispatches on it); the class checks a storage's device and dtype, and makes openreg storages."""
+    cpu = torch.zeros(3, dtype=dtype)
+    storage_type = cpu.to("openreg").storage_type()
+    assert storage_type is getattr(torch.openreg, cpu.storage_type().__name__)
+    assert isinstance(cpu.to("openreg").storage(), storage_type)
+    assert not isinstance(cpu.storage(), storage_type)
+    assert storage_type.dtype == dtype
+    made = storage_type(4)
+    assert (made.device.type, made.dtype, made.size()) == ("openreg", dtype, 4)
+    assert torch.is_storage(made)
+
+
 # --- printing ------------------------------------------------------------------
 
 

@@ -1,7 +1,6 @@
 """`openreg doctor`: what is installed, whether it loads, and the fix when it does not.
 
-Also usable in a process of yours (`openreg.doctor.doctor()`), where it lists the ops that went
-through the CPU fallback so far.
+Also usable in a process of yours (`openreg.doctor.doctor()`), where it shows the modes in force.
 """
 
 from __future__ import annotations
@@ -113,7 +112,6 @@ def settings_problem() -> str | None:
 
 
 def _report_devices(problems: list[str]) -> None:
-    import openreg_eager
     import openreg_runtime
 
     if problem := settings_problem():
@@ -128,20 +126,12 @@ def _report_devices(problems: list[str]) -> None:
     show("devices", f"{count} x {name}, " + ", ".join(f"{m / GiB:g} GiB" for m in sizes) + " each")
     show("modes", f"strict {_on_off(config.get('strict'))} (OPENREG_STRICT), "
                   f"launch blocking {_on_off(config.get('launch_blocking'))} (OPENREG_LAUNCH_BLOCKING), "
-                  f"CPU fallback {openreg_eager.fallback_policy()} (OPENREG_FALLBACK), "
                   f"sync debug {SYNC_DEBUG_MODES[torch.openreg.get_sync_debug_mode()]} "
                   "(torch.openreg.set_sync_debug_mode), "
                   f"stream sanitizer {torch.openreg.get_stream_sanitizer()} "
                   "(OPENREG_SANITIZE, torch.openreg.set_stream_sanitizer), "
                   f"memory history {_on_off(openreg_runtime._C.is_recording_memory_history())} "
                   "(torch.openreg.memory._record_memory_history)")
-    counts = openreg_eager.fallback_counts()
-    if not counts:
-        show("CPU fallback", "no op went through the CPU fallback in this process")
-        return
-    show("CPU fallback", f"{sum(counts.values())} calls in this process:")
-    for op, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        show("", f"  {n:>6}  {op}")
 
 
 SYNC_DEBUG_MODES = ("default", "warn", "error")

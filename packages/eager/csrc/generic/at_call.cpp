@@ -2,12 +2,13 @@
 
 #include <c10/util/Exception.h>
 
-#include <string>
+#include <cstring>
 #include <vector>
 
 #include "host_call.h"
 #include "openreg/core/stream.h"
 #include "openreg/core/trace.h"
+#include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
 #include "results.h"
 
@@ -47,6 +48,28 @@ bool same_layout(const at::Tensor& a, const at::Tensor& b) {
          a.storage_offset() == b.storage_offset() && a.is_conj() == b.is_conj() && a.is_neg() == b.is_neg();
 }
 
+void take_layout(const at::Tensor& m, const at::Tensor& c) {
+  m.unsafeGetTensorImpl()->set_sizes_and_strides(c.sizes(), c.strides(), c.storage_offset());
+  m._set_conj(c.is_conj());
+  m._set_neg(c.is_neg());
+}
+
+// The kernel grew the storage of `m`, an argument it writes, into host memory
+// (`c`'s): the device storage grows as the CPU's would, for every tensor that
+// shares it, and takes its bytes and `c`'s layout.
+void grow_on_device(const at::Tensor& m, const at::Tensor& c) {
+  const c10::Storage& storage = m.storage();
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  const size_t nbytes = c.storage().nbytes();
+  at::DataPtr grown = glue::device_allocator()->allocate(nbytes);
+  void* to = grown.get();
+  glue::run_in_order(m.device().index(), "growing an out= tensor", {Touch(to, /*write=*/true)},
+                     [&] { std::memcpy(to, c.storage().data(), nbytes); });
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+  take_layout(m, c);
+}
+
 // Makes what openreg hands back what the CPU kernel left (`out`): an argument
 // or result it wrote in place takes the layout the kernel gave it (a kernel
 // may transpose its out= tensor or set its conjugate bit), a result it
@@ -75,11 +98,12 @@ bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch:
         m = adopt(c);
       } else if (c.storage().data() == glue::HostAlias::of(m).base) {  // written in place
         if (!same_layout(c, m)) {
-          m.unsafeGetTensorImpl()->set_sizes_and_strides(c.sizes(), c.strides(), c.storage_offset());
-          m._set_conj(c.is_conj());
-          m._set_neg(c.is_neg());
+          take_layout(m, c);
           differed = true;
         }
+      } else if (alias >= 0) {
+        grow_on_device(m, c);
+        differed = true;
       } else if (same_layout(c, m)) {
         glue::HostView view = glue::HostView::of(m);
         HostAccess access({view.data()});
@@ -116,7 +140,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   if (meta != nullptr) as_if_queued.emplace();
   wait_for_queued_work(device, op.schema().name().c_str());
   if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
-  HostCall call(args, info.generator_arg, device);
+  HostCall call(args, info.generator_arg, device, /*growable=*/true);
   const bool via_out = meta != nullptr && writes_via_out(info, *meta);
   Results results = meta != nullptr ? allocate_results(op, info, *meta, via_out ? &call : nullptr)
                                     : Results(op.schema().returns().size());
@@ -135,28 +159,23 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
     }
     HostAccess access(touches.data(), touches.size());
     glue::WorkerDispatchState as_on_the_device;
-    try {
-      glue::checked([&] {  // an input a failed task left invalid raises that failure
-        call.guarded(op, {}, std::nullopt, [&] {
-          if (!via_out) {
-            out = call.run(op);
-            return;
-          }
-          watch.hold();  // an out= kernel that fails may have warned about its outputs first
-          try {
-            out = call.run(*info.out_variant, /*with_outs=*/true);
-            watch.release(true);
-          } catch (const c10::Error&) {
-            watch.release(false);
-            out = call.run(op);  // a real error is raised again here
-            meta->functional_only = true;
-          }
-        });
+    glue::checked([&] {  // an input a failed task left invalid raises that failure
+      call.guarded(op, {}, std::nullopt, [&] {
+        if (!via_out) {
+          out = call.run(op);
+          return;
+        }
+        watch.hold();  // an out= kernel that fails may have warned about its outputs first
+        try {
+          out = call.run(*info.out_variant, /*with_outs=*/true);
+          watch.release(true);
+        } catch (const c10::Error&) {
+          watch.release(false);
+          out = call.run(op);  // a real error is raised again here
+          meta->functional_only = true;
+        }
       });
-    } catch (const c10::Error& e) {
-      if (std::string(e.what()).find("not resizable") == std::string::npos) throw;
-      throw NeedsFallback{"its CPU kernel resizes device memory"};
-    }
+    });
   }
   if (traced != 0) trace::ran_here(openreg::current_stream(device), op.schema().name().c_str(), traced);
   bool differed = reconcile(info, args, out, results);

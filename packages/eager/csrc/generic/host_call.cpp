@@ -43,8 +43,8 @@ at::Tensor read_now(const at::Tensor& t) {
 
 }  // namespace
 
-HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device)
-    : generator_arg_(generator_arg) {
+HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device, bool growable)
+    : generator_arg_(generator_arg), growable_(growable) {
   for (const auto& a : args) capture(a);
   n_inputs_ = static_cast<int>(values_.size());
   std::optional<at::Generator> gen;
@@ -193,15 +193,18 @@ torch::jit::Stack HostCall::arguments(bool with_outs) const {
   // One per device allocation, as ATen's overlap checks expect; tensors
   // without memory share none (linalg_qr takes two such out= tensors for one).
   c10::SmallVector<std::pair<const void*, c10::Storage>, 4> storages;
-  auto storage_of = [&](const glue::HostAlias& a) -> const c10::Storage& {
+  // Only the caller's tensors grow (an out= op it called): a result openreg allocated for an out= overload
+  // has its meta shape, and a kernel that would grow it computes functionally instead.
+  auto storage_of = [&](const glue::HostAlias& a, bool given) -> const c10::Storage& {
     for (const auto& [base, storage] : storages) {
       if (a.base != nullptr && base == a.base && storage.nbytes() == a.nbytes) return storage;
     }
-    return storages.emplace_back(a.base, a.storage()).second;
+    return storages.emplace_back(a.base, a.storage(growable_ && given)).second;
   };
   for (const View& v : views_) {
     if (v.arg >= n) break;
-    at::Tensor t = v.alias.tensor(storage_of(v.alias), v.sizes(shapes_.data()), v.strides(shapes_.data()));
+    at::Tensor t =
+        v.alias.tensor(storage_of(v.alias, v.arg < n_inputs_), v.sizes(shapes_.data()), v.strides(shapes_.data()));
     if (v.element < 0) {
       stack[v.arg] = std::move(t);
       continue;

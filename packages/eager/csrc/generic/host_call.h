@@ -21,8 +21,11 @@ namespace openreg::eager {
 
 class HostCall {
  public:
-  // `generator_arg`: index of the op's Generator? argument, or -1.
-  HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device);
+  // `generator_arg`: index of the op's Generator? argument, or -1. A call run
+  // at the call is `growable`: its kernel may grow the storages of device
+  // tensors it was given (HostAlias::storage), which the caller then moves to
+  // the device.
+  HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device, bool growable = false);
 
   // Appends out= tensors (device results) after the arguments.
   void add_out(const at::Tensor& t);
@@ -70,6 +73,7 @@ class HostCall {
   c10::SmallVector<int64_t, 12> shapes_;
   int n_inputs_ = 0;
   int generator_arg_;
+  bool growable_;
   // The device generator's state at launch, lent to the CPU kernel: draws
   // follow the host's order of launches, whenever the task runs.
   mutable at::Generator snapshot_;

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <memory>
 
-#include "../fallback/policy.h"
 #include "at_call.h"
 #include "host_call.h"
 #include "hot_ops.h"
@@ -260,8 +259,7 @@ void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack)
   for (auto& r : results) stack->push_back(std::move(r));
 }
 
-// Runs `op` on device memory; throws NeedsFallback for the CPU fallback.
-static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const OpInfo& info = op_info(op);
   const c10::DeviceIndex device = common_device(op, args, info);
   c10::DeviceGuard guard(c10::Device(kOpenreg, device));
@@ -286,16 +284,6 @@ static Results run_on_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::I
   // Python scalar result): the host waits for the device, as on CUDA.
   glue::on_host_sync(op.schema().name().c_str());
   return run_at_call(op, args, info, device, nullptr);
-}
-
-Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  try {
-    return run_on_device(op, args);
-  } catch (const NeedsFallback& e) {
-    torch::jit::Stack stack(args.begin(), args.end());  // owned copies: `args` may be borrowed
-    cpu_fallback(op, &stack, e.reason);
-    return Results(std::make_move_iterator(stack.begin()), std::make_move_iterator(stack.end()));
-  }
 }
 
 // Ops whose kernels win over the fallback (composite ones, or none at all):

@@ -14,11 +14,6 @@
 
 namespace openreg::eager {
 
-// Thrown when an op must go through the CPU fallback after all.
-struct NeedsFallback {
-  const char* reason;
-};
-
 // One result's tensors: one for a Tensor, any number for a Tensor[].
 using Tensors = c10::SmallVector<at::Tensor, 1>;
 

@@ -5,9 +5,7 @@ runs that kernel on openreg device memory in place, asynchronously on the
 current stream, with output shapes worked out on the host (meta kernels).
 Ops whose output shape depends on the data synchronise, as on CUDA. Sparse and
 quantized tensors run the CPU's kernels for their layout on device memory, at
-the call. The CPU
-fallback (copying to the CPU and back) is a last resort governed by
-OPENREG_FALLBACK=warn|error|silent.
+the call. No op goes through a CPU fallback (copying to the CPU and back).
 """
 
 import openreg_runtime
@@ -20,21 +18,4 @@ openreg_runtime.check_torch_release("openreg-eager", "eager", BUILT_FOR_TORCH)
 from . import _C  # noqa: E402  (installs the generic kernel, autocast and openreg:: ops as it loads)
 from .custom_ops import scaled_silu  # noqa: E402
 
-openreg_runtime.device.settings_checks.append(_C.fallback_policy)  # a bad OPENREG_FALLBACK fails the start
-
-
-def fallback_counts() -> dict[str, int]:
-    """How many times each op ran through the CPU fallback in this process."""
-    return dict(_C.fallback_counts())
-
-
-def reset_fallback_counts() -> None:
-    _C.reset_fallback_counts()
-
-
-def fallback_policy() -> str:
-    """The OPENREG_FALLBACK policy in force: "warn", "error" or "silent"."""
-    return _C.fallback_policy()
-
-
-__all__ = ["BUILT_FOR_TORCH", "fallback_counts", "fallback_policy", "reset_fallback_counts", "scaled_silu"]
+__all__ = ["BUILT_FOR_TORCH", "scaled_silu"]

@@ -4,10 +4,9 @@ At the end of the session, if any sweep test ran, writes into $OPENREG_REPORT_DI
 pytest's temporary directory for the session):
 
 - conformance-report.json: one record per (op, dtype) with the outcome (passed / failed / xfailed /
-  xpassed / skipped), the expected-failure reason or the error, whether gradients were checked and
-  which ops ran through the CPU fallback;
+  xpassed / skipped), the expected-failure reason or the error and whether gradients were checked;
 - conformance-report.md: counts per dtype, the share of op_db entries passing in float32
-  (gradients included), the expected failures with their reasons, the failures and the fallbacks.
+  (gradients included), the expected failures with their reasons and the failures.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     rec = _records.setdefault(report.nodeid, {"op": op, "dtype": dtype, "outcome": None, "duration_s": 0.0})
     rec["duration_s"] = round(rec["duration_s"] + report.duration, 3)
     props = dict(report.user_properties)
-    for key in ("gradients", "fallback", "samples", "child_process"):
+    for key in ("gradients", "samples", "child_process"):
         if key in props:
             rec[key] = props[key]
     if report.when == "call" or report.outcome != "passed":
@@ -79,8 +78,7 @@ def _markdown(records: list[dict], elapsed: float) -> str:
         seconds[r["dtype"]] += r["duration_s"]
     lines = ["# OpInfo conformance sweep on openreg", ""]
     lines += [
-        f"OPENREG_FALLBACK={os.environ.get('OPENREG_FALLBACK', 'warn')} (any use of the CPU fallback fails a case "
-        f"whatever the policy). pytest session time {elapsed:.0f} s; the seconds column is the sweep's own time. "
+        f"pytest session time {elapsed:.0f} s; the seconds column is the sweep's own time. "
         "Every sample ran on openreg and on the CPU; results compared "
         "with torch.testing.assert_close, input gradients for differentiable floating-point ops, "
         "plus a non-contiguous copy of the first sample.",
@@ -121,12 +119,6 @@ def _markdown(records: list[dict], elapsed: float) -> str:
         f"- `{r['op']}` {r['dtype']}: {r.get('error', '').splitlines()[0][:300] if r.get('error') else ''}"
         for r in failed
     ] or ["none"]
-    fallback = defaultdict(list)
-    for r in records:
-        for name in r.get("fallback") or ():
-            fallback[name].append(f"{r['op']}-{r['dtype']}")
-    lines += ["", "## CPU fallback used", ""]
-    lines += [f"- `{k}`: {', '.join(v)}" for k, v in sorted(fallback.items())] or ["none"]
     return "\n".join(lines) + "\n"
 
 
@@ -139,7 +131,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     summary = Counter(r["outcome"] for r in records)
     payload = {
-        "fallback_policy": os.environ.get("OPENREG_FALLBACK", "warn"),
         "elapsed_s": round(elapsed, 1),
         "summary": dict(summary),
         "results": records,

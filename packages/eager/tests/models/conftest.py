@@ -4,7 +4,7 @@ nox runs them in tests(torch-2.14.1) (or alone: `nox -s models`), which installs
 test whose library is not installed skips.
 
 Each test's name says the model (and attention implementation); each failure message says the quantity
-compared. Ops that ran through openreg's CPU fallback are listed per test at the end of the run.
+compared.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import openreg_eager
-
 LIBRARIES = ("transformers", "torchvision", "timm")
-_fallbacks: dict[str, dict[str, int]] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -24,20 +21,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _seeded_and_fallbacks_recorded(request: pytest.FixtureRequest):
-    """Each test starts from the same seed; the ops that went through the CPU fallback are recorded."""
+def _seeded():
+    """Each test starts from the same seed."""
     torch.manual_seed(0)
-    openreg_eager.reset_fallback_counts()
-    yield
-    torch.openreg.synchronize()
-    counts = openreg_eager.fallback_counts()
-    if counts:
-        _fallbacks[request.node.nodeid] = counts
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    if not _fallbacks:
-        return
-    terminalreporter.section("openreg: ops that ran through the CPU fallback")
-    for nodeid, counts in _fallbacks.items():
-        terminalreporter.write_line(f"{nodeid}: " + ", ".join(f"{op} x{n}" for op, n in sorted(counts.items())))

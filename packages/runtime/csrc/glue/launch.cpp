@@ -1,5 +1,6 @@
 #include "openreg/glue/launch.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
 
@@ -24,10 +25,10 @@ void* HostAlias::data(c10::IntArrayRef sizes) const {
   return static_cast<char*>(base) + offset * static_cast<int64_t>(c10::elementSize(dtype));
 }
 
-c10::Storage HostAlias::storage() const {
-  // Not resizable: the device allocator owns the memory.
+c10::Storage HostAlias::storage(bool growable) const {
+  // Growing replaces the data pointer, which frees nothing: the device allocator owns the memory.
   return c10::Storage(c10::Storage::use_byte_size_t(), nbytes, c10::DataPtr(base, c10::Device(c10::kCPU)),
-                      /*allocator=*/nullptr, /*resizable=*/false);
+                      growable ? c10::GetCPUAllocator() : nullptr, growable);
 }
 
 at::Tensor HostAlias::tensor(c10::Storage storage, c10::IntArrayRef sizes, c10::IntArrayRef strides) const {

@@ -92,10 +92,11 @@ py::dict memory_stats(int device) {
   return out;
 }
 
+// Without the GIL, as torch's waits are; what queued kernels warned becomes Python's warnings.
 template <typename F>
 auto unlocked(F&& f) {
-  py::gil_scoped_release no_gil;
-  return glue::checked(std::forward<F>(f));
+  auto wrapped = torch::wrap_pybind_function_no_gil([&] { return glue::checked(f); });
+  return wrapped();
 }
 
 }  // namespace
@@ -107,23 +108,25 @@ PYBIND11_MODULE(_C, m) {
     dlopen(core.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
   }
   m.attr("DEVICE_TYPE") = static_cast<int>(c10::DeviceType::PrivateUse1);  // what torch.Stream takes
-  m.def("config", [] {
-    const Config& c = glue::checked([]() -> const Config& { return config(); });
-    py::dict d;
-    d["device_count"] = c.device_count;
-    d["memory_bytes"] = c.memory_bytes;
-    d["launch_blocking"] = c.launch_blocking;
-    d["strict"] = c.strict;
-    d["sanitize"] = static_cast<int>(c.sanitize);
-    return d;
-  });
-  m.def("device_count", [] { return glue::checked([] { return device_count(); }); });
+  m.def("config", torch::wrap_pybind_function([] {
+          const Config& c = glue::checked([]() -> const Config& { return config(); });
+          py::dict d;
+          d["device_count"] = c.device_count;
+          d["memory_bytes"] = c.memory_bytes;
+          d["launch_blocking"] = c.launch_blocking;
+          d["strict"] = c.strict;
+          d["sanitize"] = static_cast<int>(c.sanitize);
+          return d;
+        }));
+  m.def("device_count", torch::wrap_pybind_function([] { return glue::checked([] { return device_count(); }); }));
   m.def("current_device", [] { return current_device(); });
-  m.def("set_device", [](int d) { glue::checked([&] { set_device(d); }); });
-  m.def("current_stream", [](int d) { return glue::checked([&] { return current_stream(d).id(); }); });
-  m.def("set_stream", [](int d, int id) { glue::checked([&] { set_current_stream(d, id); }); });
+  m.def("set_device", torch::wrap_pybind_function([](int d) { glue::checked([&] { set_device(d); }); }));
+  m.def("current_stream",
+        torch::wrap_pybind_function([](int d) { return glue::checked([&] { return current_stream(d).id(); }); }));
+  m.def("set_stream",
+        torch::wrap_pybind_function([](int d, int id) { glue::checked([&] { set_current_stream(d, id); }); }));
   m.def("install_fault_report", &install_fault_report);
-  m.def("init", [] { glue::checked(mark_initialized); });
+  m.def("init", torch::wrap_pybind_function([] { glue::checked(mark_initialized); }));
   // torch.multiprocessing (openreg_runtime.multiprocessing): a tensor's storage as (descriptor, bytes), and back.
   m.def("share", [](const at::Tensor& t) {
     py::gil_scoped_release no_gil;
@@ -148,7 +151,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("get_stream_sanitizer", [] { return static_cast<int>(sanitizer::mode()); });
 
   m.def("graph_pool_handle", [] { return py::make_tuple(0, new_graph_pool()); });
-  m.def("is_capturing", [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); });
+  m.def("is_capturing", torch::wrap_pybind_function(
+                            [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); }));
 
   m.def("memory_stats", &memory_stats);
   m.def("host_memory_stats", &host_memory_stats);
@@ -159,17 +163,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });
   m.def("empty_cache", [](int d) { unlocked([&] { device_memory(d).empty_cache(); }); });
   m.def("mem_get_info", [](int d) { return glue::device_allocator()->getMemoryInfo(d); });
-  m.def("set_memory_fraction", [](int d, double f) { glue::checked([&] { device_memory(d).set_fraction(f); }); });
-  m.def("memory_fraction", [](int d) { return glue::checked([&] { return device_memory(d).fraction(); }); });
+  m.def("set_memory_fraction",
+        torch::wrap_pybind_function([](int d, double f) { glue::checked([&] { device_memory(d).set_fraction(f); }); }));
+  m.def("memory_fraction",
+        torch::wrap_pybind_function([](int d) { return glue::checked([&] { return device_memory(d).fraction(); }); }));
   m.def("caching_allocator_alloc", [](size_t nbytes, int d, int stream) {
     return reinterpret_cast<uintptr_t>(unlocked([&] { return device_memory(d).malloc(nbytes, stream); }));
   });
-  m.def("caching_allocator_delete", [](uintptr_t ptr) {
-    void* p = reinterpret_cast<void*>(ptr);
-    int device = device_of(p);
-    TORCH_CHECK(device >= 0, "invalid device pointer: ", p, " is not openreg memory from caching_allocator_alloc");
-    glue::checked([&] { device_memory(device).free(p); });
-  });
+  m.def("caching_allocator_delete", torch::wrap_pybind_function([](uintptr_t ptr) {
+          void* p = reinterpret_cast<void*>(ptr);
+          int device = device_of(p);
+          TORCH_CHECK(device >= 0, "invalid device pointer: ", p,
+                      " is not openreg memory from caching_allocator_alloc");
+          glue::checked([&] { device_memory(device).free(p); });
+        }));
 
   // torch.Event.elapsed_time accepts only exact torch.Event arguments, not
   // torch.openreg.Event, so the subclass times through here.
@@ -183,15 +190,21 @@ PYBIND11_MODULE(_C, m) {
   });
 
   // Device-side work for tests and examples, like torch.cuda._sleep: a task
-  // that keeps the stream busy, and one that fails.
-  m.def("_sleep", [](int64_t ms) {
-    int d = current_device();
-    glue::checked([&] {
-      current_stream(d).launch("sleep", [ms] { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
-    });
-  });
-  m.def("_fail", [](std::string message) {
-    int d = current_device();
-    glue::checked([&] { current_stream(d).launch("injected failure", [message] { throw Error(message); }); });
-  });
+  // that keeps the stream busy, one that fails, one that warns. Calls that
+  // reach glue::checked pass on what queued kernels warned: they go through
+  // torch's wrapper, so that it becomes Python's warnings.
+  m.def("_sleep", torch::wrap_pybind_function([](int64_t ms) {
+          int d = current_device();
+          glue::checked([&] {
+            current_stream(d).launch("sleep", [ms] { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
+          });
+        }));
+  m.def("_fail", torch::wrap_pybind_function([](std::string message) {
+          int d = current_device();
+          glue::checked([&] { current_stream(d).launch("injected failure", [message] { throw Error(message); }); });
+        }));
+  m.def("_warn", torch::wrap_pybind_function([](std::string message) {
+          glue::launch(static_cast<c10::DeviceIndex>(current_device()), "injected warning", {},
+                       [message] { TORCH_WARN(message); });
+        }));
 }

@@ -59,7 +59,10 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
+from .storages import STORAGE_CLASSES
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
+
+globals().update(STORAGE_CLASSES)
 
 __all__ = [
     "Event", "OpenRegGraph", "Stream", "StreamContext", "caching_allocator_alloc", "caching_allocator_delete",
@@ -73,5 +76,5 @@ __all__ = [
     "memory_stats", "memory_summary", "reset_accumulated_host_memory_stats", "reset_accumulated_memory_stats",
     "reset_peak_host_memory_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "set_stream_sanitizer",
-    "set_sync_debug_mode", "stream", "synchronize",
+    "set_sync_debug_mode", "stream", "synchronize", *STORAGE_CLASSES,
 ]

@@ -1,7 +1,7 @@
 #pragma once
 // The PrivateUse1 boxed fallback is owned by the runtime. Without a handler it
 // tells the user that compute ops need openreg-eager; openreg-eager installs
-// its CPU-fallback policy here.
+// its generic kernel here.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 

@@ -17,6 +17,7 @@
 #include "openreg/core/sanitizer.h"
 #include "openreg/core/stream.h"
 #include "openreg/core/strict.h"
+#include "openreg/glue/kernel_warnings.h"
 
 namespace openreg::glue {
 
@@ -36,7 +37,9 @@ struct HostAlias {
   void* data(c10::IntArrayRef sizes) const;
   // A CPU storage over this memory that does not own it. Tensors of one call
   // that share device memory must share one, so ATen's overlap checks see it.
-  c10::Storage storage() const;
+  // A CPU kernel may grow a `growable` one, into host memory, as it would a
+  // CPU tensor's: its caller then moves the grown storage to the device.
+  c10::Storage storage(bool growable = false) const;
   // The CPU tensor of that shape on this memory; call inside the task.
   at::Tensor tensor(c10::IntArrayRef sizes, c10::IntArrayRef strides) const {
     return tensor(storage(), sizes, strides);
@@ -68,9 +71,13 @@ using Touches = c10::SmallVector<Touch, 8>;
 [[noreturn]] void raise_async(const AsyncError& err);
 
 // Runs a core call, turning openreg::Error into a c10::Error with the same
-// message (and OutOfMemory into torch.OutOfMemoryError).
+// message (and OutOfMemory into torch.OutOfMemoryError). Then passes on what
+// queued kernels warned for this thread (the call may have waited for them).
 template <typename F>
 auto checked(F&& f) -> decltype(f()) {
+  struct PassOn {
+    ~PassOn() { kernel_warnings::pass_on(); }
+  } pass_on;
   try {
     return f();
   } catch (const AsyncError& err) {
@@ -108,7 +115,8 @@ class KernelScope {
 
 // Queues `fn` on the current stream of `device` and returns its sequence
 // number. c10 errors thrown by `fn` are reported without their C++ backtrace,
-// and raised again with their type. Called from a task (an op that a kernel
+// and raised again with their type; its warnings reach the launching thread
+// (kernel_warnings.h). Called from a task (an op that a kernel
 // calls), `fn` runs in place and the result is 0.
 template <typename F>
 uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& fn) {
@@ -123,8 +131,9 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
   return checked([&] {
     return openreg::current_stream(device).launch(
         name,
-        [opened = std::move(opened), fn = std::forward<F>(fn)]() mutable {
+        [opened = std::move(opened), launcher = kernel_warnings::this_thread(), fn = std::forward<F>(fn)]() mutable {
           KernelScope scope(opened ? opened->data() : nullptr, opened ? opened->size() : 0);
+          kernel_warnings::Hold warnings(launcher);
           try {
             fn();
           } catch (const c10::Error& e) {
