@@ -1,5 +1,6 @@
 #include "at_call.h"
 
+#include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>
@@ -8,7 +9,6 @@
 #include "host_call.h"
 #include "openreg/core/stream.h"
 #include "openreg/core/trace.h"
-#include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
 #include "results.h"
 
@@ -55,18 +55,15 @@ void take_layout(const at::Tensor& m, const at::Tensor& c) {
 }
 
 // The kernel grew the storage of `m`, an argument it writes, into host memory
-// (`c`'s): the device storage grows as the CPU's would, for every tensor that
-// shares it, and takes its bytes and `c`'s layout.
+// (`c`'s): the device storage grows as the CPU's did, for every tensor that
+// shares it, and takes `c`'s bytes and layout.
 void grow_on_device(const at::Tensor& m, const at::Tensor& c) {
   const c10::Storage& storage = m.storage();
-  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
   const size_t nbytes = c.storage().nbytes();
-  at::DataPtr grown = glue::device_allocator()->allocate(nbytes);
-  void* to = grown.get();
+  at::native::resize_bytes_nocuda(storage, static_cast<int64_t>(nbytes));
+  void* to = storage.mutable_data();
   glue::run_in_order(m.device().index(), "growing an out= tensor", {Touch(to, /*write=*/true)},
                      [&] { std::memcpy(to, c.storage().data(), nbytes); });
-  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(grown));
-  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
   take_layout(m, c);
 }
 

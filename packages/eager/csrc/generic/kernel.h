@@ -11,9 +11,9 @@ namespace openreg::eager {
 // Inline for the usual one or two results: no heap allocation per launch.
 using Results = c10::SmallVector<c10::IValue, 2>;
 
-// Runs `op` on openreg: its CPU kernel on device memory. A result that is one of the arguments (in-place and
-// out= ops) comes back None: the caller holds that argument. `args` are only
-// read, so they may be borrowed.
+// Runs `op` on openreg: its CPU kernel on device memory. A result that is one
+// of the arguments (in-place and out= ops) comes back None: the caller holds
+// that argument. `args` are only read, so they may be borrowed.
 Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
 
 struct OpInfo;
