@@ -49,6 +49,11 @@ OLDEST_ONLY = [ROOT / "packages" / f for f in ("autoload/tests/test_autoload_cli
 MODEL_LIBRARIES = ["transformers==5.24.0", "torchvision==0.29.1", "timm==1.0.31"]
 
 
+# Tests run in one process per core (pytest-xdist): much of a test's time is a thread or a child process waiting
+# for another, which a second worker fills.
+TEST_TOOLS = ["pytest", "pytest-xdist"]
+PARALLEL = ["--numprocesses", "auto", "--maxprocesses", "4"]
+
 # Wheels built in this nox run, per torch release: later sessions on the same release install those
 # instead of building them again (nox runs every session of one invocation in this process).
 _BUILT: dict[str, Path] = {}
@@ -58,7 +63,7 @@ def install_openreg(session: nox.Session, torch: str) -> Path:
     """Installs torch==`torch`, then openreg's wheels built against it, lowest layer first; returns the folder
     holding the wheels."""
     # expecttest: torch.testing._internal (OpInfo, device-generic tests) imports it.
-    session.install(f"torch=={torch}", "numpy", "hatchling", "editables", "pytest", "expecttest")
+    session.install(f"torch=={torch}", "numpy", "hatchling", "editables", *TEST_TOOLS, "expecttest")
     built = _BUILT.get(torch)
     dist = built or Path(session.create_tmp()) / "dist"
     if built is None:
@@ -83,8 +88,9 @@ def _is_path(arg: Path) -> bool:
 
 
 def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = None, python: str = "python") -> None:
-    """pytest from a scratch directory against the installed wheels; no tests collected is a failure.
-    `python`: the interpreter of another environment than the session's."""
+    """pytest from a scratch directory against the installed wheels, one worker per core (PARALLEL; `-n 0` after
+    -- runs the tests in this process); no tests collected is a failure. `python`: the interpreter of another
+    environment than the session's."""
     tmp = Path(session.create_tmp()).resolve()
     session.chdir(tmp)
     # The run's temporary files, Inductor's kernel cache and precompiled headers among them (about 1.7 GB after
@@ -93,7 +99,7 @@ def _pytest(session: nox.Session, args: list[str], env: dict[str, str] | None = 
     scratch.mkdir(exist_ok=True)
     try:
         session.run(python, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
-                    "-p", "no:cacheprovider", *args, env={"TMPDIR": str(scratch), **(env or {})},
+                    "-p", "no:cacheprovider", *PARALLEL, *args, env={"TMPDIR": str(scratch), **(env or {})},
                     external=python != "python")
     except CommandFailed as exc:
         if exc.return_code == 5:
@@ -115,10 +121,12 @@ def tests(session: nox.Session, torch: str) -> None:
     args = [str(ROOT / a) if _is_path(ROOT / a) else a for a in session.posargs]
     chosen = [Path(a.split("::")[0]).resolve() for a in args if _is_path(Path(a))]
     if not chosen:
-        folders = sorted(str(p) for p in ROOT.glob("packages/*/tests"))
+        elsewhere = _run_elsewhere(torch)
+        # pytest collects a folder named on its command line even when --ignore names it too.
+        folders = sorted(str(p) for p in ROOT.glob("packages/*/tests") if p not in elsewhere)
         if not folders:
             session.error("no test directories found under packages/*/tests")
-        args += folders + [f"--ignore={p}" for p in _run_elsewhere(torch)]
+        args += folders + [f"--ignore={p}" for p in elsewhere]
     if torch == TORCH[-1] and (not chosen or any(p.is_relative_to(MODELS_TESTS) for p in chosen)):
         _install_model_libraries(session, torch)
     _pytest(session, args, env={"OPENREG_SWEEP_DTYPES": "float32", "OPENREG_MODELS_REQUIRE": "1"})
@@ -235,7 +243,7 @@ def _variant_env(session: nox.Session, venv: Path) -> str:
     shutil.rmtree(venv, ignore_errors=True)
     session.run("python", "-m", "venv", str(venv))
     python = str(venv / "bin" / "python")
-    session.run(python, "-m", "pip", "install", "--quiet", f"torch=={TORCH[0]}", "numpy", "pytest", external=True)
+    session.run(python, "-m", "pip", "install", "--quiet", f"torch=={TORCH[0]}", "numpy", *TEST_TOOLS, external=True)
     return python
 
 

@@ -123,7 +123,8 @@ def _markdown(records: list[dict], elapsed: float) -> str:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _records:
+    # Under pytest-xdist every worker holds a share of the records and the controller all of them.
+    if not _records or hasattr(session.config, "workerinput"):
         return
     records = sorted(_records.values(), key=lambda r: (r["dtype"], r["op"]))
     elapsed = time.monotonic() - _started

@@ -81,7 +81,10 @@ void Hold::process(const c10::Warning& warning) {
       return;
     }
   }
-  previous_->process(warning);
+  // The launcher is gone: c10's own handler prints it, whichever thread runs the task (a host thread
+  // that runs queued work has a Python handler installed, which would give it to the wrong thread).
+  static c10::WarningHandler to_stderr;
+  to_stderr.process(warning);
 }
 
 void pass_on_held() { pass_on(take(this_thread())); }
