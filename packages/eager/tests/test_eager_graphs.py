@@ -117,6 +117,32 @@ def test_static_input_copy_then_replay_matches_cpu():
         assert_close(out.cpu(), f(x_cpu, w_cpu, b_cpu))
 
 
+def _with_numbers(x, mask):
+    """Python numbers where the ops take tensors: floats, integers past float32's precision, a number where."""
+    y = x * 0.999 + 1e-3
+    z = (y - 3) * (2**40 + 1)
+    return torch.where(mask, z, 0.1), y / 7
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64,
+                                   torch.int32], ids=str)
+def test_python_numbers_in_a_replayed_graph_compute_as_on_the_cpu(dtype):
+    """A replay computes with the numbers captured, bit for bit as the CPU computes with them at every call (a
+    replay casts them once, where the CPU's kernel casts them each time)."""
+    mask_cpu = _cpu_randn(64, seed=5) > 0
+    static_x, mask = torch.zeros(64, dtype=dtype, device=D), mask_cpu.to(D)
+    g = _graph()
+    with torch.openreg.graph(g):
+        outs = _with_numbers(static_x, mask)
+    for seed in range(3):
+        x_cpu = (_cpu_randn(64, seed=20 + seed) * 100).to(dtype)
+        static_x.copy_(x_cpu)
+        g.replay()
+        for got, want in zip(outs, _with_numbers(x_cpu, mask_cpu), strict=True):
+            assert got.dtype == want.dtype
+            assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
 def test_replay_is_queued_on_the_current_stream():
     """As cudaGraphLaunch: replay returns at once and runs on the current stream, after the work queued before it."""
     x = torch.zeros(1024, device=D)

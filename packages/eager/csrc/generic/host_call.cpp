@@ -41,6 +41,31 @@ at::Tensor read_now(const at::Tensor& t) {
   return t.defined() && t.is_cpu() && !t.unsafeGetTensorImpl()->is_wrapped_number() ? t.clone() : t;
 }
 
+// A graph's replays run with the Python numbers captured: what the CPU kernel
+// would cast one to at every call (TensorIterator's common dtype: that of the
+// floating tensors, when they share a full-precision one), it is cast to once.
+// Reduced and complex dtypes are left as given (their kernels may read the
+// number at double precision).
+void cast_numbers_once(torch::jit::Stack& stack) {
+  std::optional<at::ScalarType> common;
+  auto numbers = [](const c10::IValue& v) {
+    return v.isTensor() && v.toTensor().defined() && v.toTensor().unsafeGetTensorImpl()->is_wrapped_number();
+  };
+  for (const auto& v : stack) {
+    if (!v.isTensor() || !v.toTensor().defined() || numbers(v)) continue;
+    const at::ScalarType dtype = v.toTensor().scalar_type();
+    if (at::isComplexType(dtype) || (at::isFloatingType(dtype) && common && *common != dtype)) return;
+    if (at::isFloatingType(dtype)) common = dtype;
+  }
+  if (common != at::kFloat && common != at::kDouble) return;
+  for (auto& v : stack) {
+    if (!numbers(v) || at::isComplexType(v.toTensor().scalar_type()) || v.toTensor().scalar_type() == *common) continue;
+    at::Tensor cast = v.toTensor().to(*common);
+    cast.unsafeGetTensorImpl()->set_wrapped_number(true);
+    v = std::move(cast);
+  }
+}
+
 }  // namespace
 
 HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device, bool growable)
@@ -176,7 +201,10 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
 torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
   torch::jit::Stack stack;
   if (replayed_) {
-    std::call_once(replayed_->built[with_outs], [&] { replayed_->stacks[with_outs] = arguments(with_outs); });
+    std::call_once(replayed_->built[with_outs], [&] {
+      replayed_->stacks[with_outs] = arguments(with_outs);
+      cast_numbers_once(replayed_->stacks[with_outs]);
+    });
     stack = replayed_->stacks[with_outs];
   } else {
     stack = arguments(with_outs);
