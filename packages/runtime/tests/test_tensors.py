@@ -237,6 +237,30 @@ def test_item_and_tolist(dtype):
     assert scalar.to("openreg").tolist() == scalar.tolist()
 
 
+ITEM_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32,
+               torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex32,
+               torch.complex64, torch.complex128, torch.bool, torch.float8_e5m2, torch.float8_e4m3fn,
+               torch.float8_e4m3fnuz, torch.float8_e5m2fnuz]
+
+
+@pytest.mark.parametrize("dtype", ITEM_DTYPES, ids=str)
+def test_item_reads_every_dtype_as_the_cpu_does(dtype):
+    """.item() reads device memory in place: the same Python value and type as the CPU's, in every dtype it reads
+    (an element at an offset into its storage, so the read starts where the element is)."""
+    cpu = torch.tensor([0.0, -2.5, 3.0, 1.0]).to(dtype) if dtype != torch.bool else torch.tensor([False, True])
+    d = cpu.to("openreg")
+    for i in range(len(cpu)):
+        got, want = d[i].item(), cpu[i].item()
+        assert (got, type(got)) == (want, type(want))
+
+
+def test_item_of_a_lazy_conjugate_or_negative_view_resolves_it():
+    cpu = torch.tensor([1 + 2j, -3 - 4j], dtype=torch.complex64)
+    d = cpu.to("openreg")
+    assert d.conj()[1].item() == cpu.conj()[1].item() == -3 + 4j
+    assert d.conj().imag[0].item() == cpu.conj().imag[0].item() == -2.0  # a negative view
+
+
 def test_item_of_many_elements_is_an_error():
     with pytest.raises(RuntimeError):
         torch.ones(2).item()

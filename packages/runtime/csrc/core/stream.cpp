@@ -27,6 +27,7 @@ constexpr uint64_t kDestroyBatch = 32;
 struct DeviceState {
   std::array<std::atomic<Stream*>, kStreams> streams{};
   std::atomic<int> next_pool{0};
+  std::atomic<bool> failed{false};  // whether error holds one: every synchronising call looks, without the lock
   std::mutex error_mu;
   std::string error;         // first failure not yet raised
   std::exception_ptr cause;  // what that task threw
@@ -50,6 +51,7 @@ void record_failure(int device, int stream, const char* name, const char* what, 
     d.error = std::string("openreg: '") + name + "' failed asynchronously on openreg:" + std::to_string(device) +
               " (stream " + std::to_string(stream) + "): " + what;
     d.cause = std::move(cause);
+    d.failed.store(true, std::memory_order_release);
   }
 }
 
@@ -214,12 +216,14 @@ void set_current_stream(int device, int id) {
 
 void raise_pending_error(int device) {
   auto& d = devices()[device];
+  if (!d.failed.load(std::memory_order_acquire)) return;
   std::string error;
   std::exception_ptr cause;
   {
     std::lock_guard<std::mutex> lock(d.error_mu);
     error.swap(d.error);
     cause.swap(d.cause);
+    d.failed.store(false, std::memory_order_relaxed);
   }
   if (!error.empty()) throw AsyncError(error, std::move(cause));
 }

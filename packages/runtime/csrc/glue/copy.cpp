@@ -96,6 +96,25 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+// What the CPU's _local_scalar_dense reads, read from device memory without
+// making a CPU tensor and dispatching for it; null for the dtypes and lazy
+// conjugate/negative views left to it.
+std::optional<at::Scalar> read_scalar(const HostView& s) {
+  if (s.conj || s.neg) return std::nullopt;
+  std::optional<at::Scalar> value;
+  switch (s.dtype) {
+#define OPENREG_READ(type, name)                             \
+  case at::ScalarType::name:                                 \
+    value = at::Scalar(*static_cast<const type*>(s.data())); \
+    break;
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX(OPENREG_READ)
+#undef OPENREG_READ
+    default:
+      break;
+  }
+  return value;
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   // Read in place: `.item()` and `bool(t)` are what Python loops over device tensors wait for.
@@ -105,7 +124,8 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   on_host_sync(kCall);
   run_in_order(self.device().index(), kCall, {s.data()}, [&] {
     check_valid(s);
-    value = at::_local_scalar_dense(s.tensor());
+    value = read_scalar(s);
+    if (!value) value = at::_local_scalar_dense(s.tensor());
   });
   return *value;
 }
