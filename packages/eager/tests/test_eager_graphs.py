@@ -373,6 +373,53 @@ def test_a_fork_not_joined_back_fails_the_capture():
         g.replay()
 
 
+def _forks(join):
+    """Two streams forked from the capture, each with work, joined as `join` says; returns whether capture_end()
+    accepted it."""
+    x, y, g = torch.zeros(4, device=D), torch.zeros(4, device=D), _graph()
+    s2, s3 = torch.openreg.Stream(), torch.openreg.Stream()
+    try:
+        with torch.openreg.graph(g):
+            capturing = torch.openreg.current_stream()
+            s2.wait_stream(capturing)
+            s3.wait_stream(capturing)
+            with torch.openreg.stream(s2):
+                x.add_(1)
+            with torch.openreg.stream(s3):
+                y.add_(1)
+            join(capturing, s2, s3)
+    except RuntimeError as e:
+        assert "wait_stream" in str(e)
+        return False
+    finally:
+        _assert_usable(s2)
+        _assert_usable(s3)
+    return True
+
+
+def test_forks_joined_back_through_one_another_pass_and_otherwise_fail():
+    """What CUDA checks at capture end: the capturing stream follows all the forked work, directly or through
+    another forked stream; streams that only wait for each other are not joined back."""
+
+    def through_s3(capturing, s2, s3):
+        s3.wait_stream(s2)
+        capturing.wait_stream(s3)
+
+    def to_each_other(capturing, s2, s3):
+        s3.wait_stream(s2)
+        s2.wait_stream(s3)
+
+    def s3_joined_before_its_last_work(capturing, s2, s3):
+        capturing.wait_stream(s2)
+        capturing.wait_stream(s3)
+        with torch.openreg.stream(s3):
+            torch.zeros(1, device=D).add_(1)
+
+    assert _forks(through_s3)
+    assert not _forks(to_each_other)
+    assert not _forks(s3_joined_before_its_last_work)
+
+
 # --------------------------------------------------------------------------- memory pools
 
 

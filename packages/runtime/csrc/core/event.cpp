@@ -14,7 +14,7 @@ struct EventState {
   uint64_t seq;
   std::chrono::steady_clock::time_point time;
   std::weak_ptr<detail::Capture> capture;         // the capture that recorded it, if one did
-  uint64_t captured_work = 0;                     // how much of its stream's captured work it follows
+  uint64_t capture_mark = 0;                      // the captured work it follows (Capture::mark)
   std::shared_ptr<const sanitizer::Clock> clock;  // its stream's, for the stream sanitizer
 };
 
@@ -26,7 +26,7 @@ void Event::record(Stream& stream) {
   });
   if (detail::Capture* capture = stream.capture()) {
     state->capture = capture->shared_from_this();
-    state->captured_work = capture->work_of(stream);
+    state->capture_mark = capture->mark(stream);
   } else if (sanitizer::on()) {
     state->clock = sanitizer::clock_of(stream);
   }
@@ -36,7 +36,7 @@ void Event::record(Stream& stream) {
 void Event::block(Stream& stream) const {
   if (!state_ || state_->stream == &stream) return;  // same stream: already ordered
   if (auto capture = state_->capture.lock(); capture && capture->has(*state_->stream)) {
-    capture->wait(stream, *state_->stream, state_->captured_work);
+    capture->wait(stream, state_->capture_mark);
     return;
   }
   if (detail::Capture* capture = stream.capture()) {

@@ -39,7 +39,7 @@ std::string where(const Stream& s) {
 namespace detail {
 
 Capture::Capture(Stream& stream, uint64_t pool, CaptureMode mode) : pool(pool), mode(mode), device(stream.device()) {
-  streams_.push_back({&stream, 0, 0});
+  streams_.push_back({&stream, {0}});
 }
 
 Capture::Member* Capture::member(const Stream& stream) {
@@ -51,26 +51,33 @@ Capture::Member* Capture::member(const Stream& stream) {
 
 void Capture::record(const Stream& stream, std::unique_ptr<TaskNode> node) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Member* m = member(stream)) ++m->work;
+  for (size_t i = 0; i < streams_.size(); ++i) {
+    if (streams_[i].stream == &stream) ++streams_[i].follows[i];
+  }
   nodes_.push_back(std::move(node));
 }
 
-uint64_t Capture::work_of(const Stream& stream) {
+uint64_t Capture::mark(const Stream& stream) {
   std::lock_guard<std::mutex> lock(mu_);
   const Member* m = member(stream);
-  return m == nullptr ? 0 : m->work;
+  marks_.push_back(m == nullptr ? Follows{} : m->follows);
+  return marks_.size() - 1;
 }
 
-void Capture::wait(Stream& waiter, const Stream& from, uint64_t work) {
+void Capture::wait(Stream& waiter, uint64_t mark) {
   std::lock_guard<std::mutex> lock(mu_);
   if (member(waiter) == nullptr) {
     if (waiter.capture() != nullptr) {
       throw Error("openreg: " + where(waiter) + " already captures another graph: a stream captures one at a time");
     }
-    streams_.push_back({&waiter, 1, 0});
+    streams_.push_back({&waiter, Follows(streams_.size() + 1, 0)});
+    streams_.back().follows.back() = 1;  // the fork itself must be joined back, even with nothing launched
     waiter.capture_.store(this, std::memory_order_release);
   }
-  if (Member* m = member(from)) m->joined = std::max(m->joined, work);
+  Follows& follows = member(waiter)->follows;
+  const Follows& marked = marks_.at(mark);
+  if (follows.size() < marked.size()) follows.resize(marked.size(), 0);
+  for (size_t i = 0; i < marked.size(); ++i) follows[i] = std::max(follows[i], marked[i]);
 }
 
 bool Capture::has(const Stream& stream) {
@@ -85,8 +92,10 @@ void Capture::on_replay(std::function<void()> hook) {
 
 std::vector<std::unique_ptr<TaskNode>> Capture::finish() {
   std::lock_guard<std::mutex> lock(mu_);
+  Follows& capturing = streams_[0].follows;
+  capturing.resize(streams_.size(), 0);
   for (size_t i = 1; i < streams_.size() && failure_.empty(); ++i) {
-    if (streams_[i].work > streams_[i].joined) {
+    if (streams_[i].follows[i] > capturing[i]) {
       failure_ = "openreg: " + where(*streams_[i].stream) +
                  " joined the capture (it waited for an event recorded in it) and the capture ended before "
                  "its work was waited for. Make the capturing stream wait for it (capturing.wait_stream(s)) "

@@ -17,14 +17,15 @@ struct Capture : std::enable_shared_from_this<Capture> {
   Capture(Stream& stream, uint64_t pool, CaptureMode mode);
   // A launch on one of its streams: kept, not run.
   void record(const Stream& stream, std::unique_ptr<TaskNode> node);
-  // How much `stream` has launched in the capture: an event recorded there
-  // covers that much of its work.
-  uint64_t work_of(const Stream& stream);
-  // `waiter` waits for an event recorded on `from` when `from` had launched
-  // `work`. A waiter outside the capture joins it (a fork): its launches are
-  // recorded from then on. Work a stream forked to launches must be waited
-  // for in the capture before it ends (joined back), as CUDA requires.
-  void wait(Stream& waiter, const Stream& from, uint64_t work);
+  // An event recorded on `stream`: returns a mark of the captured work it
+  // follows (its stream's, and what that stream had waited for).
+  uint64_t mark(const Stream& stream);
+  // `waiter` waits for an event recorded at `mark`. A waiter outside the
+  // capture joins it (a fork): its launches are recorded from then on. The
+  // capturing stream must follow all work of the streams forked to when the
+  // capture ends (they were joined back, directly or through one another),
+  // as CUDA requires.
+  void wait(Stream& waiter, uint64_t mark);
   bool has(const Stream& stream);
   void on_replay(std::function<void()> hook);
   // The streams stop capturing; returns the tasks recorded. A stream forked
@@ -43,13 +44,16 @@ struct Capture : std::enable_shared_from_this<Capture> {
  private:
   std::mutex mu_;
   std::vector<std::unique_ptr<TaskNode>> nodes_;
+  // What a member's queue follows: per member (in streams_' order), how
+  // many of its launches come before this point. A member follows its own.
+  using Follows = std::vector<uint64_t>;
   struct Member {
     Stream* stream;
-    uint64_t work;    // launches (a fork counts as one)
-    uint64_t joined;  // how much of that another stream of the capture waited for
+    Follows follows;
   };
   Member* member(const Stream& stream);  // null for a stream outside the capture
   std::vector<Member> streams_;          // the capturing stream first, then those it forked to
+  std::vector<Follows> marks_;           // what each event recorded in the capture follows
   std::string failure_;
 };
 
