@@ -29,6 +29,7 @@ class CustomBuildHook(BuildHookInterface):
             out_dir=out,
             build_dir=build_dir,
             cflags=[f"-I{b.INCLUDE_DIR}", *torch_cflags],
+            precompile=["ATen/ATen.h", "torch/library.h"],
             # The runtime's libraries are found next door in a wheel install; in
             # an editable one, importing openreg_runtime has already loaded them.
             ldflags=[*torch_ldflags, f"-L{b.LIB_DIR}", "-lopenreg_glue", "-lopenreg_core",

@@ -43,6 +43,7 @@ class CustomBuildHook(BuildHookInterface):
                     ldflags=torch_ldflags + ["-ldl"]),
             b.build(name="openreg_glue", kind="shared", sources=sorted((ROOT / "csrc/glue").glob("*.cpp")),
                     out_dir=out / "lib", build_dir=build_dir, cflags=include + torch_cflags,
+                    precompile=["ATen/ATen.h", "torch/library.h"],
                     ldflags=torch_ldflags + lib + ["-lopenreg_lazy", "-lopenreg_core", "-Wl,-rpath,$ORIGIN"]),
             b.build(name="_C", sources=sorted((ROOT / "csrc/python").glob("*.cpp")), out_dir=out,
                     build_dir=build_dir, cflags=include + torch_cflags,

@@ -58,9 +58,10 @@ def _stale(obj: Path, dep: Path) -> bool:
     return any(not Path(p).exists() or Path(p).stat().st_mtime > built for p in paths)
 
 
-def _compile(cxx: str, src: Path, obj: Path, flags: list[str]) -> None:
+def _compile(cxx: str, src: Path, obj: Path, flags: list[str], after: Path | None = None) -> None:
+    """Compiles `src` into `obj` unless `obj` is newer than its sources, its headers and `after`."""
     dep = obj.with_suffix(".d")
-    if not _stale(obj, dep):
+    if not _stale(obj, dep) and (after is None or after.stat().st_mtime <= obj.stat().st_mtime):
         return
     cmd = [cxx, "-c", str(src), "-o", str(obj), "-MMD", "-MF", str(dep), *flags]
     result = subprocess.run(cmd, capture_output=True, text=True)
@@ -77,10 +78,15 @@ def build(
     kind: str = "module",
     cflags: list[str] = (),
     ldflags: list[str] = (),
+    precompile: list[str] = (),
     jobs: int | None = None,
 ) -> Path:
     """Builds a Python extension module (`kind="module"`, file NAME + EXT_SUFFIX)
-    or a shared library (`kind="shared"`, file libNAME.so) into `out_dir`."""
+    or a shared library (`kind="shared"`, file libNAME.so) into `out_dir`.
+
+    `precompile`: headers (as in `#include <...>`) compiled once into a precompiled header that every source
+    then starts with. Parsing torch's ATen headers takes most of a source's compile time (about 10 of 15 s), so
+    a library of many sources that include them builds in about a third of the time."""
     cxx = os.environ.get("CXX", "g++")
     flags = ["-std=c++20", "-O2", "-fPIC", "-g0", "-Wall", "-Wno-unused-parameter", *cflags]
     if kind == "module":
@@ -89,8 +95,18 @@ def build(
     obj_dir = build_dir / f"{name}-{tag}"
     obj_dir.mkdir(parents=True, exist_ok=True)
     objects = [obj_dir / (Path(s).stem + ".o") for s in sources]
+    pch = None
+    if precompile:
+        header = obj_dir / "precompiled.h"
+        text = "".join(f"#include <{h}>\n" for h in precompile)
+        if not header.exists() or header.read_text() != text:
+            header.write_text(text)
+        # gcc takes header.gch in place of the header when the flags match, which they do: the same list.
+        pch = Path(f"{header}.gch")
+        _compile(cxx, header, pch, ["-x", "c++-header", *flags])
+        flags = [*flags, "-include", str(header)]
     with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        for f in [pool.submit(_compile, cxx, Path(s), o, flags) for s, o in zip(sources, objects, strict=True)]:
+        for f in [pool.submit(_compile, cxx, Path(s), o, flags, pch) for s, o in zip(sources, objects, strict=True)]:
             f.result()
     out_dir.mkdir(parents=True, exist_ok=True)
     if kind == "module":
