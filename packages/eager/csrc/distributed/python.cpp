@@ -2,7 +2,7 @@
 // Python side creates gloo, with the store and timeout c10d gives it).
 #include "python.h"
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "backend.h"
 

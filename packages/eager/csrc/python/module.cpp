@@ -1,6 +1,6 @@
 // openreg_eager._C: loading it installs the generic kernel; these functions
 // expose the per-op policy table and orccl.
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "../distributed/python.h"
 #include "../generic/op_policy.h"

@@ -4,7 +4,7 @@
 #include "memory_history.h"
 
 #include <torch/csrc/profiler/combined_traceback.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "openreg/core/device.h"
 #include "openreg/core/memory.h"

@@ -2,8 +2,9 @@
 // beyond the generic torch.Stream/torch.Event/torch.accelerator APIs.
 #include <dlfcn.h>
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
 #include <thread>
