@@ -109,13 +109,51 @@ def test_the_trace_records_allocations_and_frees_in_order(clean_device, history)
     address = x.data_ptr()
     del x
     trace = torch.openreg.memory._snapshot()["device_traces"][0]
-    mine = [e for e in trace if e["addr"] == address]
+    mine = [e for e in trace if e["addr"] == address and not e["action"].startswith("segment_")]
     assert [e["action"] for e in mine] == ["alloc", "free_requested", "free_completed"]
     assert mine[0]["frames"][0]["name"] == "_allocate_in_a_named_function"
     assert mine[0]["size"] >= 300_000 * 4 and mine[0]["stream"] == 0
     torch.openreg.memory._record_memory_history(enabled=None)
     y = torch.empty(10, device="openreg")
     assert not any(e["addr"] == y.data_ptr() for e in torch.openreg.memory._snapshot()["device_traces"][0])
+
+
+def _empty_cache_here():
+    torch.openreg.empty_cache()
+
+
+def test_the_trace_records_segments_and_refused_allocations_as_cudas_does(clean_device, history, fraction):
+    """As CUDA's allocator: a new segment (cudaMalloc) comes before the block taken from it, giving the cache back
+    frees segments (cudaFree), and a refused allocation leaves an "oom" entry with the bytes still free; each with
+    the stack of the call that caused it. openreg gives each block a segment of its own."""
+    from torch.cuda import _memory_viz
+
+    x = _allocate_in_a_named_function()
+    address, size = x.data_ptr(), x.untyped_storage().nbytes()
+    del x
+    _empty_cache_here()
+    fraction(0.001)
+    limit = int(0.001 * torch.openreg.mem_get_info()[1])
+    with pytest.raises(torch.OutOfMemoryError):
+        torch.empty(limit + 1, dtype=torch.uint8, device="openreg")
+    snapshot = torch.openreg.memory._snapshot()
+    trace = snapshot["device_traces"][0]
+    def caller(entry):  # the innermost frame of this file
+        return next(f["name"] for f in entry["frames"] if f["filename"] == __file__)
+
+    mine = [(e["action"], caller(e)) for e in trace if e.get("addr") == address]
+    assert mine == [("segment_alloc", "_allocate_in_a_named_function"), ("alloc", "_allocate_in_a_named_function"),
+                    ("free_requested", "test_the_trace_records_segments_and_refused_allocations_as_cudas_does"),
+                    ("free_completed", "test_the_trace_records_segments_and_refused_allocations_as_cudas_does"),
+                    ("segment_free", "_empty_cache_here")]
+    (rounded,) = {e["size"] for e in trace if e.get("addr") == address}  # whole pages, as strict mode guards them
+    assert size <= rounded < size + 4096
+    oom = trace[-1]
+    assert oom["action"] == "oom" and oom["size"] == limit + 1 and "addr" not in oom
+    assert 0 <= oom["device_free"] <= limit
+    assert caller(oom) == "test_the_trace_records_segments_and_refused_allocations_as_cudas_does"
+    text = _memory_viz.trace(snapshot)
+    assert "cudaMalloc(" in text and "cudaFree(" in text and "raise OutOfMemoryError" in text, text
 
 
 def test_the_history_keeps_the_last_max_entries(clean_device, history):

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "openreg/core/detail/segment_map.h"
 #include "openreg/core/device.h"
@@ -59,12 +60,17 @@ StatType pool_of(std::size_t size) { return size <= kSmallBlock ? StatType::Smal
 void bump(StatArray& s, std::size_t size, int64_t n) { s.update(pool_of(size), n); }
 
 std::atomic<uint64_t> g_allocations{0};
+std::atomic<bool> g_journal{false};
+
+int stream_of(int64_t owner) { return owner >= 0 ? static_cast<int>(owner) : 0; }  // a graph pool's: none
 
 }  // namespace
 
 std::size_t round_size(std::size_t nbytes) { return std::max(kPage, (nbytes + kPage - 1) / kPage * kPage); }
 
 uint64_t allocation_clock() { return g_allocations.load(std::memory_order_relaxed); }
+
+void journal_segments(bool on) { g_journal.store(on, std::memory_order_relaxed); }
 
 DeviceMemory& device_memory(int device) {
   check_device(device);
@@ -156,6 +162,9 @@ void DeviceMemory::cache(std::unique_ptr<Block> b) {
 void DeviceMemory::unmap(const Block& b) {
   if (sanitizer::on()) sanitizer::unmapped(b.ptr);
   detail::unmap_segment(b.ptr, b.size);
+  if (g_journal.load(std::memory_order_relaxed)) {
+    notes_.push_back({SegmentNote::kUnmapped, reinterpret_cast<uintptr_t>(b.ptr), b.size, stream_of(b.stream)});
+  }
   bump(stats_.segment, b.size, -1);
   bump(stats_.reserved_bytes, b.size, -int64_t(b.size));
   ++stats_.num_device_free;
@@ -201,6 +210,9 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
           bump(stats_.segment, size, 1);
           bump(stats_.reserved_bytes, size, int64_t(size));
           ++stats_.num_device_alloc;
+          if (g_journal.load(std::memory_order_relaxed)) {
+            notes_.push_back({SegmentNote::kMapped, reinterpret_cast<uintptr_t>(p), size, stream});
+          }
           count_alloc(*b, true);
           make_live(std::move(b));
           return p;
@@ -208,6 +220,10 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
       }
       if (attempt > 0) {
         ++stats_.num_ooms;
+        if (g_journal.load(std::memory_order_relaxed)) {
+          const std::size_t reserved = stats_.reserved_bytes[StatType::Aggregate].current;
+          notes_.push_back({SegmentNote::kOutOfMemory, limit > reserved ? limit - reserved : 0, nbytes, stream});
+        }
         throw OutOfMemory("openreg:" + std::to_string(device_) + " is out of memory: tried to allocate " +
                           human(nbytes) + "; " + human(stats_.allocated_bytes[StatType::Aggregate].current) +
                           " is allocated by tensors and " + human(stats_.reserved_bytes[StatType::Aggregate].current) +
@@ -285,6 +301,11 @@ void DeviceMemory::empty_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   process_pending();
   release_cached();
+}
+
+std::vector<SegmentNote> DeviceMemory::take_notes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(notes_, {});
 }
 
 MemoryStats DeviceMemory::stats() {

@@ -63,7 +63,13 @@ struct DeviceAllocator final : c10::DeviceAllocator {
     c10::Device where(c10::DeviceType::PrivateUse1, device);
     if (nbytes == 0) return {nullptr, nullptr, &delete_device_memory, where};
     const int stream = checked([&] { return openreg::current_stream(device).id(); });
-    void* p = checked([&] { return device_memory(device).malloc(nbytes, stream); });
+    void* p = nullptr;
+    try {
+      p = checked([&] { return device_memory(device).malloc(nbytes, stream); });
+    } catch (const c10::OutOfMemoryError&) {
+      if (history::recording()) history::note_segments(device);
+      throw;
+    }
     if (history::recording()) history::on_alloc(device, p, round_size(nbytes), stream);
     return {p, p, kDeleters[device], where};
   }
@@ -85,6 +91,9 @@ struct DeviceAllocator final : c10::DeviceAllocator {
     checked([] {
       for (int d = 0; d < device_count(); ++d) device_memory(d).empty_cache();
     });
+    if (history::recording()) {
+      for (int d = 0; d < device_count(); ++d) history::note_segments(d);
+    }
   }
 
   void recordStream(const at::DataPtr& ptr, c10::Stream stream) override {

@@ -6,6 +6,9 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "openreg/core/device.h"
+#include "openreg/core/memory.h"
+
 namespace openreg::glue::history {
 namespace {
 
@@ -28,6 +31,10 @@ int64_t now_us() {
       .count();
 }
 
+std::shared_ptr<torch::CapturedTraceback> gather() {
+  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+}
+
 void push(Entry e) {
   g_entries.push_back(std::move(e));
   while (g_entries.size() > g_max_entries) g_entries.pop_front();
@@ -37,9 +44,11 @@ void push(Entry e) {
 
 void record(bool enabled, bool stacks, std::size_t max_entries) {
   std::lock_guard<std::mutex> lock(g_mu);
+  journal_segments(enabled);
   if (enabled) {
     g_entries.clear();
     g_live.clear();
+    for (int d = 0; d < device_count(); ++d) device_memory(d).take_notes();
   }
   g_stacks = stacks;
   g_max_entries = max_entries;
@@ -48,10 +57,20 @@ void record(bool enabled, bool stacks, std::size_t max_entries) {
 
 bool recording() { return g_recording.load(std::memory_order_relaxed); }
 
+void note_segments(int device, std::shared_ptr<torch::CapturedTraceback> frames) {
+  std::vector<SegmentNote> notes = device_memory(device).take_notes();
+  if (notes.empty()) return;
+  if (g_stacks && frames == nullptr) frames = gather();
+  static constexpr const char* kActions[] = {"segment_alloc", "segment_free", "oom"};
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (const SegmentNote& n : notes) push(Entry{kActions[n.kind], device, n.addr, n.size, n.stream, now_us(), frames});
+}
+
 void on_alloc(int device, void* ptr, std::size_t size, int stream) {
   // The stack is gathered before the lock: gathering Python frames may wait for the GIL.
   std::shared_ptr<torch::CapturedTraceback> frames;
-  if (g_stacks) frames = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+  if (g_stacks) frames = gather();
+  note_segments(device, frames);  // the segment made for this block comes first
   std::lock_guard<std::mutex> lock(g_mu);
   auto addr = reinterpret_cast<uintptr_t>(ptr);
   g_live[addr] = Live{device, size, stream, frames};
@@ -64,7 +83,7 @@ void on_free(void* ptr) {
     if (g_live.count(reinterpret_cast<uintptr_t>(ptr)) == 0) return;  // allocated before recording started
   }
   std::shared_ptr<torch::CapturedTraceback> frames;
-  if (g_stacks) frames = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+  if (g_stacks) frames = gather();
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_live.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == g_live.end()) return;  // recording restarted meanwhile
@@ -77,6 +96,9 @@ void on_free(void* ptr) {
 }
 
 std::vector<Entry> entries() {
+  if (recording()) {
+    for (int d = 0; d < device_count(); ++d) note_segments(d);
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   return {g_entries.begin(), g_entries.end()};
 }

@@ -6,6 +6,8 @@
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <string_view>
+
 #include "openreg/core/device.h"
 #include "openreg/core/memory.h"
 #include "openreg/glue/memory_history.h"
@@ -94,7 +96,7 @@ py::dict snapshot() {
   for (const auto& e : glue::history::entries()) {
     py::dict entry;
     entry["action"] = e.action;
-    entry["addr"] = e.addr;
+    entry[std::string_view(e.action) == "oom" ? "device_free" : "addr"] = e.addr;  // as torch.cuda's
     entry["size"] = e.size;
     entry["stream"] = e.stream;
     entry["time_us"] = e.time_us;

@@ -20,6 +20,7 @@
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"
+#include "openreg/glue/memory_history.h"
 #include "openreg/glue/sharing.h"
 #include "openreg/glue/sync_debug.h"
 
@@ -162,7 +163,10 @@ PYBIND11_MODULE(_C, m) {
   openreg::python::bind_memory_history(m);
   m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });
   m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });
-  m.def("empty_cache", [](int d) { unlocked([&] { device_memory(d).empty_cache(); }); });
+  m.def("empty_cache", [](int d) {
+    unlocked([&] { device_memory(d).empty_cache(); });
+    if (glue::history::recording()) glue::history::note_segments(d);  // with this call's stack
+  });
   m.def("mem_get_info", [](int d) { return glue::device_allocator()->getMemoryInfo(d); });
   m.def("set_memory_fraction",
         torch::wrap_pybind_function([](int d, double f) { glue::checked([&] { device_memory(d).set_fraction(f); }); }));

@@ -43,6 +43,19 @@ struct MemoryStats {
   void reset_accumulated();
 };
 
+// What the allocator did beyond handing out and taking back blocks, for the
+// memory history (torch.cuda's trace entries segment_alloc, segment_free and
+// oom). Noted only while journal_segments(true); the history takes the notes
+// after the allocator's lock is released, since it gathers Python stacks
+// (which may wait for the GIL).
+struct SegmentNote {
+  enum Kind { kMapped, kUnmapped, kOutOfMemory } kind;
+  uintptr_t addr;    // kOutOfMemory: the bytes this process could still reserve
+  std::size_t size;  // kOutOfMemory: the bytes asked for
+  int stream;
+};
+void journal_segments(bool on);
+
 class DeviceMemory {
  public:
   explicit DeviceMemory(int device) : device_(device) {}
@@ -84,6 +97,8 @@ class DeviceMemory {
   // Which allocation `ptr` (the start of one) is, in allocation_clock()'s
   // numbering; 0 when it is not live.
   uint64_t allocation_at(const void* ptr);
+  // The notes made since the last call (see SegmentNote).
+  std::vector<SegmentNote> take_notes();
 
  private:
   // What a cached block is kept for: a stream's id, or a graph pool's as -pool.
@@ -118,6 +133,7 @@ class DeviceMemory {
   std::vector<Live::node_type> spare_live_;
   std::vector<Pool::node_type> spare_cached_;
   std::vector<std::unique_ptr<Block>> pending_;
+  std::vector<SegmentNote> notes_;
   MemoryStats stats_;
 };
 

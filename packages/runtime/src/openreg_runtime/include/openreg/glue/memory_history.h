@@ -13,9 +13,10 @@
 namespace openreg::glue::history {
 
 struct Entry {
-  const char* action;  // "alloc", "free_requested", "free_completed"
+  // "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom"
+  const char* action;
   int device;
-  uintptr_t addr;
+  uintptr_t addr;  // "oom": the bytes still free
   std::size_t size;
   int stream;
   int64_t time_us;
@@ -28,6 +29,11 @@ void record(bool enabled, bool stacks, std::size_t max_entries);
 bool recording();
 
 void on_alloc(int device, void* ptr, std::size_t size, int stream);
+// Takes the segments the allocator of `device` mapped and unmapped, and the
+// allocations it refused, since the last call (core/memory.h's SegmentNote),
+// with `frames` or the caller's stack. Called after the allocator returned
+// or threw, outside its lock.
+void note_segments(int device, std::shared_ptr<torch::CapturedTraceback> frames = nullptr);
 void on_free(void* ptr);
 
 std::vector<Entry> entries();
