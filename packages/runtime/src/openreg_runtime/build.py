@@ -85,8 +85,8 @@ def build(
     or a shared library (`kind="shared"`, file libNAME.so) into `out_dir`.
 
     `precompile`: headers (as in `#include <...>`) compiled once into a precompiled header that every source
-    then starts with. Parsing torch's ATen headers takes most of a source's compile time (about 10 of 15 s), so
-    a library of many sources that include them builds in about a third of the time."""
+    then starts with. Parsing torch's ATen headers takes most of a source's compile time (about 11 of 15 s), so
+    a library of many sources that include them builds in a bit over half the time (openreg-eager: 4m44 -> 2m43)."""
     cxx = os.environ.get("CXX", "g++")
     flags = ["-std=c++20", "-O2", "-fPIC", "-g0", "-Wall", "-Wno-unused-parameter", *cflags]
     if kind == "module":
