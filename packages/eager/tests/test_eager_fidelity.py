@@ -97,7 +97,9 @@ def test_a_data_dependent_error_keeps_its_type_when_raised_at_a_later_sync():
     x = torch.zeros(3, device="openreg")
     x[torch.tensor([1], device="openreg")]  # the signature runs once, then is queued
     torch.openreg.synchronize()
-    x[torch.tensor([7], device="openreg")]
+    index = torch.tensor([7], device="openreg")
+    torch.openreg._sleep(50)  # a busy stream: the short op is queued, not run at the call
+    x[index]
     with pytest.raises(IndexError, match="aten::index.*out of bounds"):
         torch.openreg.synchronize()
     torch.openreg.synchronize()  # raised once
@@ -310,17 +312,24 @@ def test_an_op_a_kernel_calls_runs_in_place_instead_of_waiting_for_its_own_strea
 
 
 def test_launch_blocking_raises_data_dependent_errors_at_the_call_with_their_type():
+    """A queued op (too long to run at the call) raises its kernel's error at the call, naming the op; a short op
+    on an idle stream runs at the call anyway, and raises the CPU's own error."""
     proc = _run("""
         import torch
-        x = torch.zeros(3, device="openreg")
-        x[torch.tensor([1], device="openreg")]
-        try:
-            x[torch.tensor([7], device="openreg")]
-        except IndexError as e:
-            print("IndexError at the call:", "aten::index" in str(e))
-        torch.openreg.synchronize()
+        for n in (1 << 16, 3):
+            x = torch.zeros(n, device="openreg")
+            x[torch.tensor([1], device="openreg")]
+            try:
+                x[torch.tensor([n + 7], device="openreg")]
+            except IndexError as e:
+                try:
+                    torch.zeros(n)[torch.tensor([n + 7])]
+                except IndexError as cpu:
+                    print("IndexError at the call:", "aten::index" in str(e), str(cpu) in str(e))
+            torch.openreg.synchronize()
     """, env={"OPENREG_LAUNCH_BLOCKING": "1"})
-    assert proc.stdout.strip() == "IndexError at the call: True", proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["IndexError at the call: True True",
+                                           "IndexError at the call: False True"], proc.stderr
 
 
 def test_copies_to_inference_tensors_in_inference_mode():
@@ -338,7 +347,9 @@ def test_a_failed_kernels_result_cannot_be_read_as_valid_from_any_thread():
     x = torch.arange(3.0, device="openreg")
     x[torch.tensor([0, 1], device="openreg")] * 2  # both signatures ran once at the call: the next calls queue
     torch.openreg.synchronize()
-    y = x[torch.tensor([0, 7], device="openreg")]  # fails in the kernel
+    index = torch.tensor([0, 7], device="openreg")
+    torch.openreg._sleep(50)  # a busy stream: the short ops are queued, not run at the call
+    y = x[index]  # fails in the kernel
     z = y * 2
     raised = []
 

@@ -715,6 +715,7 @@ def test_async_kernel_error_surfaces_at_next_synchronize():
     bad = torch.tensor([0, 10]).to(D0)
     torch.index_select(x, 0, torch.tensor([0, 1]).to(D0))  # the signature's first call ran at the call
     torch.openreg.synchronize()
+    torch.openreg._sleep(50)  # a busy stream: a short op on an idle one runs at the call
     y = torch.index_select(x, 0, bad)  # queued: the bad index is only seen when the kernel runs
     assert y.device == D0
     with pytest.raises(IndexError, match="index_select"):
@@ -731,6 +732,7 @@ def test_async_kernel_error_surfaces_at_host_read():
     bad = torch.tensor([1, -7]).to(D0)
     torch.index_select(x, 0, torch.tensor([0, 1]).to(D0))  # the signature's first call ran at the call
     torch.openreg.synchronize()
+    torch.openreg._sleep(50)  # a busy stream: a short op on an idle one runs at the call
     torch.index_select(x, 0, bad)
     total = x.sum()
     with pytest.raises(IndexError, match="index_select"):
@@ -744,6 +746,8 @@ def test_async_kernel_error_on_second_device():
     bad = torch.tensor([5]).to(D1)
     torch.index_select(x, 0, torch.tensor([0]).to(D1))  # the signature's first call ran at the call
     torch.openreg.synchronize()
+    with torch.openreg.device(1):
+        torch.openreg._sleep(50)  # a busy stream: a short op on an idle one runs at the call
     torch.index_select(x, 0, bad)
     with pytest.raises(IndexError, match="index_select"):
         torch.openreg.synchronize(1)
@@ -754,8 +758,8 @@ def test_launch_blocking_raises_at_the_call():
     proc = run_python(
         """
         import torch, openreg_eager
-        x = torch.arange(3.0).to("openreg")
-        bad = torch.tensor([0, 10]).to("openreg")
+        x = torch.arange(float(1 << 15)).to("openreg")  # not a short op, which an idle stream runs at the call
+        bad = torch.tensor([0, 1 << 16]).to("openreg")
         torch.index_select(x, 0, torch.tensor([0, 1]).to("openreg"))  # the first call runs at the call anyway
         try:
             torch.index_select(x, 0, bad)
@@ -764,7 +768,7 @@ def test_launch_blocking_raises_at_the_call():
         else:
             print("DID_NOT_RAISE")
         torch.openreg.synchronize()
-        print("USABLE", (x * 2).tolist())
+        print("USABLE", (x[:3] * 2).tolist())
         """,
         env={"OPENREG_LAUNCH_BLOCKING": "1"},
     )
@@ -772,6 +776,38 @@ def test_launch_blocking_raises_at_the_call():
     assert proc.returncode == 0, out
     assert "RAISED_AT_CALL True" in proc.stdout, out
     assert "USABLE [0.0, 2.0, 4.0]" in proc.stdout, out
+
+
+def _bad_index_select(d):
+    return torch.index_select(torch.arange(3.0, device=d), 0, torch.tensor([0, 10], device=d))
+
+
+def test_a_short_op_after_a_read_runs_at_the_call_and_fails_as_on_the_cpu():
+    """An idle stream runs a short op at the call (its result is most often read next): a data-dependent error is
+    then the CPU's, raised by the call, and nothing is left to fail later."""
+    torch.index_select(torch.arange(3.0, device=D0), 0, torch.tensor([0, 1], device=D0))  # first call: at the call
+    with pytest.raises(IndexError) as cpu_error:
+        _bad_index_select("cpu")
+    torch.openreg.synchronize()
+    with pytest.raises(IndexError) as dev_error:
+        _bad_index_select(D0)
+    assert str(dev_error.value) == str(cpu_error.value)
+    torch.openreg.synchronize()  # raised once, at the call
+
+
+def test_short_ops_launched_on_and_on_are_queued():
+    """Only the first few short ops after a read run at the call: a host that launches on and on gains from the
+    device running them meanwhile, so the later ones are queued, and their errors surface at the next sync."""
+    x = torch.arange(3.0, device=D0)
+    index = torch.tensor([0, 10], device=D0)
+    torch.index_select(x, 0, torch.tensor([0, 1], device=D0))  # the signature's first call ran at the call
+    torch.openreg.synchronize()
+    for _ in range(10):
+        x.add_(1)
+    torch.index_select(x, 0, index)  # queued: raises nothing here
+    with pytest.raises(IndexError, match="index_select"):
+        torch.openreg.synchronize()
+    assert x.cpu().tolist() == [10.0, 11.0, 12.0]
 
 
 # --------------------------------------------------------------------------- process exit

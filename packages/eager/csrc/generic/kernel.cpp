@@ -75,14 +75,58 @@ Results run_view(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
   return results;
 }
 
+// A queued op's work on the device: its CPU kernel on the host views.
+struct DeviceWork {
+  HostCall call;
+  c10::OperatorHandle op;
+  std::optional<c10::OperatorHandle> out_op;  // write the results in place through it
+  // Without the out= overload: the fresh results, which the functional call's
+  // results are copied into (data null: a result it skips or one written in place).
+  std::vector<glue::HostView> into;
+
+  // `queued_at`: as HostCall::guarded's.
+  void operator()(std::optional<uint64_t> queued_at) const {
+    call.guarded(op, into, queued_at, [&] {
+      std::vector<glue::HostView> outs;
+      if (out_op) {
+        try {
+          call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
+          return;
+        } catch (const c10::Error&) {
+          // A few CPU out= kernels use their outputs as scratch space of another
+          // shape, which device memory cannot be: compute functionally instead.
+          outs = call.outs();
+        }
+      }
+      const auto& targets = out_op ? outs : into;
+      torch::jit::Stack out = call.run(op);
+      if (std::none_of(targets.begin(), targets.end(), [](const glue::HostView& v) { return v.data() != nullptr; })) {
+        return;
+      }
+      size_t k = 0;
+      auto take = [&](const at::Tensor& t) {
+        TORCH_INTERNAL_ASSERT(k < targets.size(), "the CPU kernel returned more tensors than its meta kernel");
+        const auto& v = targets[k++];
+        if (v.data() != nullptr) v.tensor().copy_(t);
+      };
+      for (const auto& v : out) {
+        for (const at::Tensor& t : tensors_of(v)) take(t);
+      }
+    });
+  }
+};
+
+// Elements (MetaResult::elements) up to which an op counts as short for
+// glue::run_now_if_idle: a kernel of a few microseconds, about what a launch
+// and the host's wait for it cost.
+constexpr int64_t kShortOp = 1 << 14;
+
 Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
                   c10::DeviceIndex device, const MetaResult& meta) {
   prepare_written(args, meta, /*reshape=*/true);
   HostCall call(args, info.generator_arg, device);
   const bool via_out = writes_via_out(info, meta);
   Results results = allocate_results(op, info, meta, via_out ? &call : nullptr);
-  // Without the out= overload: the fresh results, which the functional call's
-  // results are copied into (data null: a result it skips or one written in place).
   std::vector<glue::HostView> into;  // not inline: usually empty, and the task is smaller
   if (!via_out) {
     for (size_t i = 0; i < results.size(); ++i) {
@@ -94,46 +138,17 @@ Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args
         into.push_back(t.defined() ? glue::HostView::of(t) : glue::HostView{});
     }
   }
+  DeviceWork work{std::move(call), op, via_out ? info.out_variant : std::nullopt, std::move(into)};
+  const char* name = op.schema().name().c_str();
+  if (meta.elements <= kShortOp && glue::run_now_if_idle(device, name, [&] { work(std::nullopt); })) return results;
   glue::Touches touches;  // only strict mode and the stream sanitizer look at them
   if (config().strict || sanitizer::on()) {
-    touches = call.touches(op.schema());
-    for (const auto& v : into) {
+    touches = work.call.touches(op.schema());
+    for (const auto& v : work.into) {
       if (v.data() != nullptr) touches.emplace_back(v.data(), /*write=*/true);
     }
   }
-  std::optional<c10::OperatorHandle> out_op = via_out ? info.out_variant : std::nullopt;
-  glue::launch(device, op.schema().name().c_str(), std::move(touches),
-               [call = std::move(call), op, out_op, into = std::move(into), at = allocation_clock()] {
-                 call.guarded(op, into, at, [&] {
-                   std::vector<glue::HostView> outs;
-                   if (out_op) {
-                     try {
-                       call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
-                       return;
-                     } catch (const c10::Error&) {
-                       // A few CPU out= kernels use their outputs as scratch space of another
-                       // shape, which device memory cannot be: compute functionally instead.
-                       outs = call.outs();
-                     }
-                   }
-                   const auto& targets = out_op ? outs : into;
-                   torch::jit::Stack out = call.run(op);
-                   if (std::none_of(targets.begin(), targets.end(),
-                                    [](const glue::HostView& v) { return v.data() != nullptr; })) {
-                     return;
-                   }
-                   size_t k = 0;
-                   auto take = [&](const at::Tensor& t) {
-                     TORCH_INTERNAL_ASSERT(k < targets.size(),
-                                           "the CPU kernel returned more tensors than its meta kernel");
-                     const auto& v = targets[k++];
-                     if (v.data() != nullptr) v.tensor().copy_(t);
-                   };
-                   for (const auto& v : out) {
-                     for (const at::Tensor& t : tensors_of(v)) take(t);
-                   }
-                 });
-               });
+  glue::launch(device, name, std::move(touches), [work = std::move(work), at = allocation_clock()] { work(at); });
   return results;
 }
 

@@ -1,6 +1,7 @@
 #include "meta.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include <algorithm>
 #include <cstring>
@@ -202,6 +203,18 @@ std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10
   }
   auto result = std::make_shared<MetaResult>();
   for (const auto& r : stack) result->results.push_back(metas_of(r));
+  for (const auto& r : result->results) {
+    for (const auto& m : r) result->elements += c10::multiply_integers(m.sizes);
+  }
+  auto count = [&](const c10::IValue& v) {
+    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_nested()) result->elements += v.toTensor().numel();
+  };
+  for (const auto& a : args) {
+    if (a.isTensorList() || a.isOptionalTensorList()) {
+      for (const c10::IValue& e : a.toListRef()) count(e);
+    }
+    count(a);
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* alias = schema[i].alias_info();
     bool written = alias != nullptr && alias->isWrite() && inputs[i].isTensor() && inputs[i].toTensor().defined();

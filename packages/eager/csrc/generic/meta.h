@@ -34,6 +34,8 @@ struct MetaResult {
   // The CPU's out= kernel failed where its functional form worked (it uses its
   // outputs as scratch space of another shape): call the functional form.
   mutable bool functional_only = false;
+  // Elements of the tensor arguments and results: what bounds the kernel's time.
+  int64_t elements = 0;
 };
 
 // nullptr when the op cannot run on meta tensors: it has no meta kernel, or

@@ -43,6 +43,7 @@ std::mutex g_create_mu;  // held while a stream or its worker is created
 std::atomic<TaskHook> g_task_hook{nullptr};
 thread_local std::array<int8_t, 64> t_current_stream{};
 thread_local const Stream* t_worker_of = nullptr;  // the stream whose worker this thread is
+thread_local int t_short_runs = 0;                 // ops held InOrder(IfIdle) since this thread last waited
 
 void record_failure(int device, int stream, const char* name, const char* what, std::exception_ptr cause) {
   auto& d = devices()[device];
@@ -138,6 +139,7 @@ void Stream::wait_for(uint64_t seq, const char* call) {
   // A task on this stream: what came before it has run, and what follows cannot run until it ends.
   if (t_worker_of == this) return;
   check_may_wait(this, call);
+  if (t_worker_of == nullptr) t_short_runs = 0;
   // Another stream's worker (an event wait) runs none of this stream's tasks: one its launcher left to a
   // dozing worker must not wait for the doze to end.
   if (t_worker_of != nullptr && !reached(seq)) sleep_.wake_now();
@@ -159,13 +161,28 @@ Stream::InOrder::InOrder(Stream& stream, const char* call) : stream_(stream), ou
   check_not_forked();
   if (outer_ == &stream_) return;  // a task of this stream holds it already
   check_may_wait(&stream_, call);
+  if (outer_ == nullptr) t_short_runs = 0;
   while (!stream_.tasks_.take_turn_if_idle()) stream_.wait_for(stream_.last(), call);
+  hold();
+}
+
+Stream::InOrder::InOrder(Stream& stream, const char* call, IfIdle) : stream_(stream), outer_(t_worker_of), call_(call) {
+  check_not_forked();
+  if (outer_ == &stream_) return;
+  held_ = t_short_runs < kShortRunsPerWait && stream_.capture() == nullptr && may_wait(stream_) &&
+          stream_.tasks_.take_turn_if_idle();
+  if (!held_) return;
+  ++t_short_runs;
+  hold();
+}
+
+void Stream::InOrder::hold() {
   t_worker_of = &stream_;
   if (trace::on()) traced_ = trace::now();
 }
 
 Stream::InOrder::~InOrder() {
-  if (outer_ == &stream_) return;
+  if (outer_ == &stream_ || !held_) return;
   if (traced_ != 0) trace::ran_here(stream_, call_, traced_);
   t_worker_of = outer_;
   stream_.tasks_.end_turn();

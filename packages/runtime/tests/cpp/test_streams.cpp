@@ -147,6 +147,43 @@ TEST(in_order_holds_the_stream_for_the_calling_thread) {
   CHECK(step == 3);
 }
 
+TEST(in_order_if_idle_holds_only_an_idle_stream_a_few_times_per_wait) {
+  Stream& s = get_stream(0, 10);
+  s.synchronize();
+  {
+    Stream::InOrder held(s, "short op", Stream::InOrder::IfIdle{});
+    CHECK(held);
+    CHECK(in_task());  // held as by InOrder: later launches wait for it
+  }
+  CHECK(!in_task());
+  Gate gate;
+  s.launch("blocked", gate.waiter());
+  {
+    Stream::InOrder busy(s, "short op", Stream::InOrder::IfIdle{});
+    CHECK(!busy);  // returned at once, waiting for nothing
+    CHECK(!in_task());
+    CHECK(!s.query());
+  }
+  gate.open();
+  s.synchronize();
+  // The allowance, then none until the thread waits again.
+  for (int i = 0; i < Stream::InOrder::kShortRunsPerWait; ++i) {
+    CHECK(Stream::InOrder(s, "short op", Stream::InOrder::IfIdle{}));
+  }
+  CHECK(!Stream::InOrder(s, "short op", Stream::InOrder::IfIdle{}));
+  CHECK(s.query());
+  s.synchronize();
+  CHECK(Stream::InOrder(s, "short op", Stream::InOrder::IfIdle{}));
+  {
+    Stream::InOrder read(s);
+  }  // a read in stream order counts as a wait
+  for (int i = 0; i < Stream::InOrder::kShortRunsPerWait; ++i) {
+    CHECK(Stream::InOrder(s, "short op", Stream::InOrder::IfIdle{}));
+  }
+  // Another thread has an allowance of its own.
+  std::thread([&s] { CHECK(Stream::InOrder(s, "short op", Stream::InOrder::IfIdle{})); }).join();
+}
+
 TEST(a_task_nobody_waits_for_runs_whether_the_worker_dozes_or_sleeps) {
   Stream& s = get_stream(0, 9);
   for (int idle_ms : {0, 1, 50}) {  // launched at once, while the worker dozes, once it sleeps

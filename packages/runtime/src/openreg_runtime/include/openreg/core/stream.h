@@ -84,7 +84,17 @@ class Stream {
    public:
     // `call` names the work in the error a graph capture raises (graph.h).
     explicit InOrder(Stream& stream, const char* call = "a call run in stream order");
+    // For a short op the calling thread would launch: holds the stream only if nothing is queued or
+    // running on it, no graph capture forbids waiting for it, and the thread has waited for a stream (read
+    // a result) since it last ran kShortRunsPerWait ops this way; otherwise holds nothing and waits for
+    // nothing. A thread that reads most often reads the result of what it launched last (`.item()`, a
+    // Python loop over a tensor's elements): the trip through the worker would cost more than the op. A
+    // thread that launches on and on gains more from the worker running its ops meanwhile.
+    struct IfIdle {};
+    static constexpr int kShortRunsPerWait = 4;
+    InOrder(Stream& stream, const char* call, IfIdle);
     ~InOrder();
+    explicit operator bool() const { return held_; }
     InOrder(const InOrder&) = delete;
     InOrder& operator=(const InOrder&) = delete;
 
@@ -92,7 +102,9 @@ class Stream {
     Stream& stream_;
     const Stream* outer_;  // what the thread ran as before (a worker, or nothing)
     const char* call_;
+    bool held_ = true;
     int64_t traced_ = 0;  // when the work began, while tracing (trace.h)
+    void hold();
   };
 
  private:

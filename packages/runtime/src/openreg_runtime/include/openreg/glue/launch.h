@@ -144,6 +144,24 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
   });
 }
 
+// A short kernel onto an idle stream: runs `fn` at the call, on this thread,
+// and returns true; otherwise does nothing and returns false (launch it). The
+// trip through the worker, and the host's wait for it, cost more than such a
+// kernel, and the host most often reads its result next (`.item()`, a Python
+// loop over a tensor). The stream is held meanwhile, as by run_in_order, so
+// stream order holds; what `fn` throws is raised here, as on the CPU.
+template <typename F>
+bool run_now_if_idle(c10::DeviceIndex device, const char* name, F&& fn) {
+  if (in_task() || config().strict || sanitizer::on()) return false;
+  return checked([&] {
+    Stream::InOrder held(openreg::current_stream(device), name, Stream::InOrder::IfIdle{});
+    if (!held) return false;
+    KernelScope scope(nullptr, 0);
+    fn();
+    return true;
+  });
+}
+
 // Runs `fn` at the call, on this thread, in the order of the current stream of
 // `device` (after its queued work, before work launched later): what a launch
 // followed by a wait for it does, without the trip through the worker. First
