@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "openreg/glue/launch.h"
+#include "results.h"
 
 namespace openreg::eager {
 namespace {
@@ -206,14 +207,8 @@ std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10
   for (const auto& r : result->results) {
     for (const auto& m : r) result->elements += c10::multiply_integers(m.sizes);
   }
-  auto count = [&](const c10::IValue& v) {
-    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_nested()) result->elements += v.toTensor().numel();
-  };
   for (const auto& a : args) {
-    if (a.isTensorList() || a.isOptionalTensorList()) {
-      for (const c10::IValue& e : a.toListRef()) count(e);
-    }
-    count(a);
+    for (const at::Tensor& t : tensors_of(a)) result->elements += t.defined() && !t.is_nested() ? t.numel() : 0;
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto* alias = schema[i].alias_info();
