@@ -6,6 +6,8 @@ device's thread count), so the expectations do not depend on the machine's cores
 function reports the thread count its task was given (torch.get_num_threads() on the stream's worker).
 """
 
+import os
+
 import pytest
 
 SCRIPT = """
@@ -86,3 +88,28 @@ def test_a_single_thread_device_keeps_its_thread(run_python, describe_proc):
 def test_deterministic_algorithms_keep_every_thread(run_python, describe_proc):
     # A reduction's rounding depends on how many threads share it: one team size keeps results repeatable.
     assert _threads_seen(run_python, describe_proc, "host runs Python", 3, deterministic=True) == [3] * 5
+
+
+POLICIES = """
+import os, torch
+torch.set_num_threads(3)
+host = set(os.listdir("/proc/self/task"))
+a = torch.randn(512, 512, device="openreg")
+for _ in range(3):
+    torch.openreg._sleep(20)  # the host sleeps meanwhile: the worker runs the product, with a team of threads
+    a @ a
+    torch.openreg.synchronize()
+policies = {int(t): os.sched_getscheduler(int(t)) for t in os.listdir("/proc/self/task")}
+print(len(set(policies) - {int(t) for t in host}), os.sched_getscheduler(0), *set(policies.values()))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="the scheduling policy API is Linux's")
+def test_device_threads_are_scheduled_as_the_host_thread_is(run_python, describe_proc):
+    # A thread of a lower class (SCHED_BATCH, SCHED_IDLE) waits for a whole scheduler slice whenever it is woken
+    # on a busy machine: a small training step ran 5-10x slower than on the CPU while its cores were contended.
+    proc = run_python(POLICIES)
+    assert proc.returncode == 0, describe_proc(proc)
+    started, host_policy, *policies = (int(n) for n in proc.stdout.split())
+    assert started >= 2, f"expected the worker and its team, saw {started} new threads"
+    assert policies == [host_policy], proc.stdout

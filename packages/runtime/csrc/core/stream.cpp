@@ -1,8 +1,5 @@
 #include "openreg/core/stream.h"
 
-#include <pthread.h>
-#include <sched.h>
-
 #include <array>
 #include <mutex>
 #include <optional>
@@ -89,12 +86,8 @@ void Stream::start_worker() {
 
 void Stream::run() {
   t_worker_of = this;
-#ifdef __linux__
-  // A batch thread: woken (by a launch, or at the end of a doze), it takes a core when one is free instead
-  // of preempting the host thread that woke it, whose share of the cores stays the same.
-  const sched_param batch{};
-  pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
-#endif
+  // Scheduled as the host thread is (and so is the OpenMP team the worker starts, which inherits its policy):
+  // a SCHED_BATCH worker waited for a whole scheduler slice at each wake-up on a busy machine.
   for (;;) {
     detail::TaskNode* node = nullptr;
     if (!detail::spin_until([&] { return (node = tasks_.take()) != nullptr; })) node = sleep_.worker_sleep(tasks_);
