@@ -142,34 +142,43 @@ bool forbids(const detail::Capture& c, bool own) {
          (c.mode == CaptureMode::ThreadLocal && c.thread == std::this_thread::get_id());
 }
 
+// Whether a capture may forbid this thread to wait: a task waits in place, for its own stream only.
+bool some_capture_may_forbid() { return g_active_count.load(std::memory_order_acquire) != 0 && !in_task(); }
+
+// Under g_active_mu: the first active capture that forbids this thread to wait for `stream` (nullptr: a call
+// that waits for no stream of its own), or nullptr.
+detail::Capture* forbidding(const Stream* stream) {
+  for (detail::Capture* c : g_active) {
+    if (forbids(*c, stream != nullptr && c->has(*stream))) return c;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 bool may_wait(const Stream& stream) {
-  if (g_active_count.load(std::memory_order_acquire) == 0 || in_task()) return true;
+  if (!some_capture_may_forbid()) return true;
   std::lock_guard<std::mutex> lock(g_active_mu);
-  return std::none_of(g_active.begin(), g_active.end(),
-                      [&](detail::Capture* c) { return forbids(*c, c->has(stream)); });
+  return forbidding(&stream) == nullptr;
 }
 
 void check_may_wait(const Stream* stream, const char* call) {
-  if (g_active_count.load(std::memory_order_acquire) == 0 || in_task()) return;
-  std::lock_guard<std::mutex> lock(g_active_mu);
-  for (detail::Capture* c : g_active) {
-    const bool own = stream != nullptr && c->has(*stream);
-    const bool this_thread = c->thread == std::this_thread::get_id();
-    if (!forbids(*c, own)) continue;
-    std::string why =
-        std::string("openreg: ") + call + " is not allowed while " +
-        (own ? where(*stream) +
-                   " is capturing a graph: the work it would wait for is only recorded, "
-                   "and runs at replay()"
-             : std::string("a graph is capturing in \"") + mode_name(c->mode) +
-                   "\" mode, which forbids synchronizing calls" + (this_thread ? "" : " in every thread") +
-                   " (capture_error_mode=\"relaxed\" allows them on other streams)") +
-        ". Synchronize before capture_begin() or after capture_end().";
-    if (own || this_thread) c->fail(why);
-    throw Error(why);
-  }
+  if (!some_capture_may_forbid()) return;
+  std::lock_guard<std::mutex> lock(g_active_mu);  // the capture cannot end meanwhile
+  detail::Capture* c = forbidding(stream);
+  if (c == nullptr) return;
+  const bool own = stream != nullptr && c->has(*stream);
+  const bool this_thread = c->thread == std::this_thread::get_id();
+  std::string why = std::string("openreg: ") + call + " is not allowed while " +
+                    (own ? where(*stream) +
+                               " is capturing a graph: the work it would wait for is only recorded, "
+                               "and runs at replay()"
+                         : std::string("a graph is capturing in \"") + mode_name(c->mode) +
+                               "\" mode, which forbids synchronizing calls" + (this_thread ? "" : " in every thread") +
+                               " (capture_error_mode=\"relaxed\" allows them on other streams)") +
+                    ". Synchronize before capture_begin() or after capture_end().";
+  if (own || this_thread) c->fail(why);
+  throw Error(why);
 }
 
 struct Graph::Work {
