@@ -202,6 +202,23 @@ def test_kernel_warnings_reach_pythons_warnings_once_per_call_as_on_the_cpu():
         assert_same_outcome(fn)
 
 
+def test_once_only_kernel_warnings_warn_at_every_call_while_torch_warns_always():
+    # ATen's warn-once sites belong to the CPU kernels that both devices run (see README, "Differences from CUDA"):
+    # only torch's switch makes each device's calls warn.
+    def fn(d):
+        sorted_ = torch.arange(6.0, device=d).view(3, 2).t()  # non-contiguous: searchsorted warns once per process
+        return torch.searchsorted(sorted_, torch.ones(2, 1, device=d))
+
+    previous = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        for _ in range(2):
+            assert any("non-contiguous" in message for _, message in _outcome(fn, "cpu")[1])
+            assert_same_outcome(fn)
+    finally:
+        torch.set_warn_always(previous)
+
+
 def test_no_warning_of_openregs_own():
     def fn(d):
         a = torch.linspace(-1, 1, 3, device=d).requires_grad_()
