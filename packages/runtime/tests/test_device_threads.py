@@ -10,22 +10,25 @@ import os
 
 import pytest
 
-SCRIPT = """
-import ctypes, time
+PRELUDE = """
+import ctypes, os, time
 import torch, openreg_runtime
 
 FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 launch = ctypes.CDLL(None).openreg_launch_host_fn  # the runtime's C ABI, global once _C is loaded
 launch.argtypes = [ctypes.c_char_p, FN, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                    ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-NAME = b"report threads"  # outlives the tasks
+NAME = b"host function"  # outlives the tasks
+
+
+def queue(fn):
+    err = ctypes.create_string_buffer(256)
+    assert launch(NAME, fn, None, None, None, 0, 0, err, 256) == 0, err.value
+"""
+
+SCRIPT = PRELUDE + """
 seen = []
 report = FN(lambda ctx: seen.append(torch.get_num_threads()))
-
-
-def queue():
-    err = ctypes.create_string_buffer(256)
-    assert launch(NAME, report, None, None, None, 0, 0, err, 256) == 0, err.value
 
 
 def busy(seconds):
@@ -41,19 +44,19 @@ torch.openreg.synchronize()
 for _ in range(5):
     if CASE == "behind busy device, host waits":
         torch.openreg._sleep(20)
-        queue()
+        queue(report)
         torch.openreg.synchronize()
     elif CASE == "host runs Python":
-        queue()
+        queue(report)
         busy(0.02)
         torch.openreg.synchronize()
     elif CASE == "host launches more":
-        queue()
+        queue(report)
         torch.ones(1, device="openreg")
         busy(0.02)
         torch.openreg.synchronize()
     elif CASE == "host waits right after launching":
-        queue()
+        queue(report)
         torch.openreg.synchronize()
 print(*seen)
 """
@@ -90,14 +93,15 @@ def test_deterministic_algorithms_keep_every_thread(run_python, describe_proc):
     assert _threads_seen(run_python, describe_proc, "host runs Python", 3, deterministic=True) == [3] * 5
 
 
-POLICIES = """
-import os, torch
+POLICIES = PRELUDE + """
 torch.set_num_threads(3)
 host = set(os.listdir("/proc/self/task"))
-a = torch.randn(512, 512, device="openreg")
+m = torch.ones(512, 512)
+product = FN(lambda ctx: torch.mm(m, m))  # run by the worker: its team of kernel threads starts
+torch.ones(1, device="openreg")
 for _ in range(3):
-    torch.openreg._sleep(20)  # the host sleeps meanwhile: the worker runs the product, with a team of threads
-    a @ a
+    torch.openreg._sleep(20)  # the host sleeps meanwhile, so that the worker runs the next task
+    queue(product)
     torch.openreg.synchronize()
 policies = {int(t): os.sched_getscheduler(int(t)) for t in os.listdir("/proc/self/task")}
 print(len(set(policies) - {int(t) for t in host}), os.sched_getscheduler(0), *set(policies.values()))
