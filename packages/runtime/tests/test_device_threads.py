@@ -4,6 +4,7 @@ threads; while the host waits for the device, a kernel gets them all.
 Each case runs in a fresh interpreter that sets the intra-op thread count before the device starts (the
 device's thread count), so the expectations do not depend on the machine's cores. A queued host
 function reports the thread count its task was given (torch.get_num_threads() on the stream's worker).
+The worker and its team are also scheduled as the host thread is.
 """
 
 import os
@@ -11,7 +12,7 @@ import os
 import pytest
 
 PRELUDE = """
-import ctypes, os, time
+import ctypes
 import torch, openreg_runtime
 
 FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -27,6 +28,8 @@ def queue(fn):
 """
 
 SCRIPT = PRELUDE + """
+import time
+
 seen = []
 report = FN(lambda ctx: seen.append(torch.get_num_threads()))
 
@@ -94,6 +97,8 @@ def test_deterministic_algorithms_keep_every_thread(run_python, describe_proc):
 
 
 POLICIES = PRELUDE + """
+import os
+
 torch.set_num_threads(3)
 host = set(os.listdir("/proc/self/task"))
 m = torch.ones(512, 512)
