@@ -6,6 +6,7 @@
 
 #include <mutex>
 
+#include "cuda_dtypes.h"
 #include "openreg/core/graph.h"
 #include "openreg/glue/generator.h"
 
@@ -199,18 +200,27 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
 }
 
 torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
-  torch::jit::Stack stack;
-  if (replayed_) {
-    std::call_once(replayed_->built[with_outs], [&] {
-      replayed_->stacks[with_outs] = arguments(with_outs);
-      cast_numbers_once(replayed_->stacks[with_outs]);
-    });
-    stack = replayed_->stacks[with_outs];
-  } else {
-    stack = arguments(with_outs);
+  auto build = [&] {
+    torch::jit::Stack stack;
+    if (replayed_) {
+      std::call_once(replayed_->built[with_outs], [&] {
+        replayed_->stacks[with_outs] = arguments(with_outs);
+        cast_numbers_once(replayed_->stacks[with_outs]);
+      });
+      stack = replayed_->stacks[with_outs];
+    } else {
+      stack = arguments(with_outs);
+    }
+    if (generator_arg_ >= 0) stack[generator_arg_] = snapshot_.clone();  // a retry draws the same numbers
+    return stack;
+  };
+  torch::jit::Stack stack = build();
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+  } catch (const c10::Error&) {
+    stack = build();
+    if (!call_in_cuda_dtype(op, &stack)) throw;
   }
-  if (generator_arg_ >= 0) stack[generator_arg_] = snapshot_.clone();  // a retry draws the same numbers
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
   return stack;
 }
 

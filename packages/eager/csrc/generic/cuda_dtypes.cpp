@@ -1,0 +1,163 @@
+#include "cuda_dtypes.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace openreg::eager {
+namespace {
+
+using T = at::ScalarType;
+
+struct Row {
+  std::string_view op;  // every overload, and the in-place op
+  T narrow;             // complex32 also covers the float16 tensors promoted to it
+  T wide;
+};
+
+// CUDA's kernels for these ops dispatch on the narrow dtype (OpInfo's
+// dtypesIfCUDA for them, against its CPU dtypes); the CPU's do not.
+constexpr Row kTable[] = {
+    {"aten::acos", T::ComplexHalf, T::ComplexFloat},
+    {"aten::acosh", T::ComplexHalf, T::ComplexFloat},
+    {"aten::asin", T::ComplexHalf, T::ComplexFloat},
+    {"aten::asinh", T::ComplexHalf, T::ComplexFloat},
+    {"aten::atan", T::ComplexHalf, T::ComplexFloat},
+    {"aten::atanh", T::ComplexHalf, T::ComplexFloat},
+    {"aten::cos", T::ComplexHalf, T::ComplexFloat},
+    {"aten::cosh", T::ComplexHalf, T::ComplexFloat},
+    {"aten::sin", T::ComplexHalf, T::ComplexFloat},
+    {"aten::sinh", T::ComplexHalf, T::ComplexFloat},
+    {"aten::tan", T::ComplexHalf, T::ComplexFloat},
+    {"aten::tanh", T::ComplexHalf, T::ComplexFloat},
+    {"aten::exp", T::ComplexHalf, T::ComplexFloat},
+    {"aten::log", T::ComplexHalf, T::ComplexFloat},
+    {"aten::sqrt", T::ComplexHalf, T::ComplexFloat},
+    {"aten::rsqrt", T::ComplexHalf, T::ComplexFloat},
+    {"aten::sigmoid", T::ComplexHalf, T::ComplexFloat},
+    {"aten::angle", T::ComplexHalf, T::ComplexFloat},
+    {"aten::div", T::ComplexHalf, T::ComplexFloat},
+    {"aten::pow", T::ComplexHalf, T::ComplexFloat},
+    {"aten::logaddexp", T::ComplexHalf, T::ComplexFloat},
+    {"aten::lerp", T::ComplexHalf, T::ComplexFloat},
+    {"aten::sum", T::ComplexHalf, T::ComplexFloat},
+    {"aten::prod", T::ComplexHalf, T::ComplexFloat},
+    {"aten::trace", T::ComplexHalf, T::ComplexFloat},
+    {"aten::trace", T::Bool, T::Byte},
+    {"aten::abs", T::Bool, T::Byte},
+    {"aten::_fft_c2c", T::ComplexHalf, T::ComplexFloat},
+    {"aten::_fft_c2r", T::ComplexHalf, T::ComplexFloat},
+    {"aten::avg_pool3d", T::Half, T::Float},
+    {"aten::avg_pool3d", T::BFloat16, T::Float},
+    {"aten::avg_pool3d_backward", T::Half, T::Float},
+    {"aten::avg_pool3d_backward", T::BFloat16, T::Float},
+    {"aten::_upsample_bilinear2d_aa", T::Half, T::Float},
+    {"aten::_upsample_bilinear2d_aa", T::BFloat16, T::Float},
+    {"aten::_upsample_bilinear2d_aa_backward", T::Half, T::Float},
+    {"aten::_upsample_bilinear2d_aa_backward", T::BFloat16, T::Float},
+    {"aten::multi_margin_loss", T::Half, T::Float},
+    {"aten::multi_margin_loss", T::BFloat16, T::Float},
+    {"aten::multi_margin_loss_backward", T::Half, T::Float},
+    {"aten::multi_margin_loss_backward", T::BFloat16, T::Float},
+    {"aten::multilabel_margin_loss_forward", T::Half, T::Float},
+    {"aten::multilabel_margin_loss_forward", T::BFloat16, T::Float},
+    {"aten::multilabel_margin_loss_backward", T::Half, T::Float},
+    {"aten::multilabel_margin_loss_backward", T::BFloat16, T::Float},
+    {"aten::rrelu_with_noise", T::Half, T::Float},
+};
+
+// The narrow dtype and its real counterpart (float16 for complex32), each with its wide one.
+std::vector<std::pair<T, T>> conversions(const Row& row) {
+  std::vector<std::pair<T, T>> pairs{{row.narrow, row.wide}};
+  if (at::isComplexType(row.narrow)) pairs.emplace_back(c10::toRealValueType(row.narrow), c10::toRealValueType(row.wide));
+  return pairs;
+}
+
+std::optional<T> wider(const std::vector<std::pair<T, T>>& pairs, T dtype) {
+  for (const auto& [narrow, wide] : pairs) {
+    if (dtype == narrow) return wide;
+  }
+  return std::nullopt;
+}
+
+bool is_tensor(const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); }
+
+// The row whose dtypes an argument has (a float16 tensor counts for complex32: a complex number promotes it).
+const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  std::string_view name = op.schema().name();
+  if (name.back() == '_') name.remove_suffix(1);  // the in-place variant
+  for (const Row& row : kTable) {
+    if (name != row.op) continue;
+    for (const auto& v : stack) {
+      if (is_tensor(v) && wider(conversions(row), v.toTensor().scalar_type())) return &row;
+    }
+  }
+  return nullptr;
+}
+
+void call_wider(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Row& row) {
+  const auto pairs = conversions(row);
+  const auto& schema = op.schema();
+  torch::jit::Stack args = *stack;
+  // Asked for another dtype, the op returns it: its results are not narrowed.
+  bool dtype_given = false;
+  if (const auto dtype = schema.argumentIndexWithName("dtype"); dtype && !args[*dtype].isNone()) {
+    const auto wide = wider(pairs, args[*dtype].toScalarType());
+    dtype_given = !wide;
+    if (wide) args[*dtype] = static_cast<int64_t>(*wide);
+  }
+  std::vector<std::pair<at::Tensor, at::Tensor>> widened;  // (given, wide)
+  for (auto& v : args) {
+    const auto wide = is_tensor(v) ? wider(pairs, v.toTensor().scalar_type()) : std::nullopt;
+    if (!wide) continue;
+    widened.emplace_back(v.toTensor(), v.toTensor().to(*wide));
+    v = widened.back().second;
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
+  // What the op wrote into a widened argument (in place, out=) goes back into it.
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const auto& alias = schema.arguments()[i].alias_info();
+    if (!alias || !alias->isWrite() || !is_tensor((*stack)[i])) continue;
+    for (auto& [given, wide] : widened) {
+      if (!(*stack)[i].toTensor().is_same(given)) continue;
+      if (given.sizes() != wide.sizes()) given.resize_(wide.sizes());
+      given.copy_(wide);
+    }
+  }
+  for (auto& v : args) {
+    if (!is_tensor(v)) continue;
+    const at::Tensor& t = v.toTensor();
+    const auto was = std::find_if(widened.begin(), widened.end(), [&](const auto& w) { return t.is_same(w.second); });
+    if (was != widened.end()) {
+      v = was->first;
+      continue;
+    }
+    if (dtype_given) continue;
+    for (const auto& [narrow, wide] : pairs) {
+      if (t.scalar_type() == wide) {
+        v = t.to(narrow);
+        break;
+      }
+    }
+  }
+  *stack = std::move(args);
+}
+
+}  // namespace
+
+bool call_in_cuda_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const Row* row = row_for(op, *stack);
+  if (row == nullptr) return false;
+  try {
+    call_wider(op, stack, *row);
+  } catch (const c10::Error&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace openreg::eager

@@ -1,0 +1,136 @@
+"""Dtypes CUDA computes where the CPU has no kernel (csrc/generic/cuda_dtypes.cpp): openreg computes them as CUDA
+does, in the wider type (float for float16 and bfloat16, complex64 for complex32) rounded once, and refuses, with
+the CPU's error, what CUDA refuses. The reference is OpInfo's own list of CUDA's dtypes (its `dtypesIfCUDA`
+against its CPU dtypes), each sample computed by the CPU: in the dtype itself where it can, otherwise in the
+wider type, rounded to the op's result dtype."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+
+WIDER = {
+    torch.complex32: torch.complex64,
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.bool: torch.uint8,
+}
+
+_FFTS = [f"fft.{kind}{n}" for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft") for n in ("", "2", "n")]
+# CUDA dtypes in OpInfo that openreg does not compute (the README's "Dtypes only CUDA computes" says why).
+NOT_COMPUTED = {
+    torch.float16: set(_FFTS),  # torch's FFT front end accepts float16 only for CUDA tensors
+    torch.complex32: {"nansum", "nanmean"},  # the CPU kernel refuses complex inputs in every dtype
+}
+
+# Composites of several FFT kernels: each rounds its result to complex32, as on CUDA, where the reference rounds once.
+ROUNDED_BETWEEN_KERNELS = {"fft.hfft2", "fft.hfftn"}
+
+
+def _cuda_only():
+    """(op, dtype) for every dtype OpInfo lists for CUDA and not for the CPU, in the dtypes openreg widens."""
+    for op in op_db:
+        if op.name.startswith("torch.ops.aten._"):  # flash/efficient attention: CUDA's own kernels, no CPU one
+            continue
+        for dtype in sorted(set(op.dtypesIf.get("cuda", op.dtypes)) - set(op.dtypes), key=str):
+            name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+            if dtype in WIDER and op.name not in NOT_COMPUTED.get(dtype, ()):
+                yield pytest.param(op, dtype, id=f"{name}-{str(dtype)[6:]}")
+
+
+def _widen(t, dtype):
+    """A complex32 computation also widens the float16 tensors a complex number promotes to it."""
+    narrow = (dtype, torch.float16) if dtype == torch.complex32 else (dtype,)
+    return t.to(WIDER[t.dtype]) if isinstance(t, torch.Tensor) and t.dtype in narrow else t
+
+
+def _result_dtypes(op, sample):
+    """What the op returns in the narrow dtype, as its meta kernel (shared by every device) says."""
+    meta = sample.transform(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t)
+    out = op(meta.input, *meta.args, **meta.kwargs)
+    return [t.dtype for t in _tensors(out)]
+
+
+def _tensors(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _expected(op, sample, dtype, result_dtypes, grad=False):
+    """The CPU's results (with `grad`, the input's gradient): in the dtype itself where it computes it,
+    otherwise in the wider type, rounded."""
+    wide = sample.transform(lambda t: _widen(t, dtype))
+    if wide.kwargs.get("dtype") == dtype:
+        wide.kwargs["dtype"] = WIDER[dtype]
+    for s in (sample, wide):
+        leaf = s.input.detach().requires_grad_(grad)
+        try:
+            out = _tensors(op(leaf, *s.args, **s.kwargs))
+            if grad:
+                out = torch.autograd.grad(out, [leaf], [torch.ones_like(t) for t in out])
+        except (NotImplementedError, RuntimeError):
+            continue
+        return [t.to(d) for t, d in zip(out, result_dtypes, strict=True)]
+    raise AssertionError(f"the CPU computes {sample} neither in {dtype} nor in {WIDER[dtype]}")
+
+
+def _on_openreg(op, sample, grad=False):
+    dev = sample.transform(lambda t: t.detach().to("openreg") if isinstance(t, torch.Tensor) else t)
+    leaves = [dev.input.requires_grad_()] if grad else []
+    out = _tensors(op(dev.input, *dev.args, **dev.kwargs))
+    if grad:
+        out = torch.autograd.grad(out, leaves, [torch.ones_like(t) for t in out])
+    return [t.cpu() for t in out]
+
+
+@pytest.mark.parametrize(("op", "dtype"), list(_cuda_only()))
+def test_a_dtype_cuda_computes_is_computed_in_the_wider_type_and_rounded(op, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
+        assert samples
+        for sample in samples:
+            result_dtypes = _result_dtypes(op, sample)
+            got = _on_openreg(op, sample)
+            assert [t.dtype for t in got] == result_dtypes
+            expected = _expected(op, sample, dtype, result_dtypes)
+            tolerance = {}
+            if op.name in ROUNDED_BETWEEN_KERNELS:  # a few float16 roundings of the largest intermediate value
+                tolerance = {"rtol": 0, "atol": 4 * torch.finfo(torch.float16).eps * expected[0].abs().max().item()}
+            torch.testing.assert_close(got, expected, equal_nan=True, msg=lambda m, s=sample: f"{s}: {m}", **tolerance)
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [p for p in _cuda_only() if p.values[1] in (torch.float16, torch.bfloat16) and p.values[0].supports_autograd],
+)
+def test_its_gradients_too(op, dtype):
+    samples = [s for s in op.sample_inputs("cpu", dtype, requires_grad=False) if s.input.dtype == dtype]
+    assert samples
+    for sample in samples:
+        got = _on_openreg(op, sample, grad=True)
+        expected = _expected(op, sample, dtype, [dtype], grad=True)
+        torch.testing.assert_close(got, expected, msg=lambda m, s=sample: f"{s}: {m}")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: torch.log1p(x.to(torch.complex32)),  # CUDA lists no complex32 log1p
+        lambda x: torch.cumsum(x.to(torch.complex32), 0),
+        lambda x: torch.nansum(x.to(torch.complex64)),  # CUDA computes it; openreg does not (README)
+        lambda x: torch.fft.rfft(x.real.half()),  # torch accepts float16 FFTs of CUDA tensors only
+    ],
+    ids=["log1p-complex32", "cumsum-complex32", "nansum-complex64", "rfft-float16"],
+)
+def test_what_openreg_does_not_compute_raises_the_cpus_error(call):
+    x = torch.randn(8, dtype=torch.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises((NotImplementedError, RuntimeError)) as on_cpu:
+            call(x)
+        with pytest.raises(on_cpu.type, match=f"^{re.escape(str(on_cpu.value))}$"):
+            call(x.to("openreg")).cpu()
