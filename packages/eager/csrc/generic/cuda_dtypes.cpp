@@ -73,7 +73,8 @@ constexpr Row kTable[] = {
 // The narrow dtype and its real counterpart (float16 for complex32), each with its wide one.
 std::vector<std::pair<T, T>> conversions(const Row& row) {
   std::vector<std::pair<T, T>> pairs{{row.narrow, row.wide}};
-  if (at::isComplexType(row.narrow)) pairs.emplace_back(c10::toRealValueType(row.narrow), c10::toRealValueType(row.wide));
+  if (at::isComplexType(row.narrow))
+    pairs.emplace_back(c10::toRealValueType(row.narrow), c10::toRealValueType(row.wide));
   return pairs;
 }
 
