@@ -20,12 +20,20 @@ WIDER = {
     torch.bool: torch.uint8,
 }
 
-_FFTS = [f"fft.{kind}{n}" for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft") for n in ("", "2", "n")]
+_FFTS = {f"fft.{kind}{n}" for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft") for n in ("", "2", "n")}
 # CUDA dtypes in OpInfo that openreg does not compute (the README's "Dtypes only CUDA computes" says why).
 NOT_COMPUTED = {
-    torch.float16: set(_FFTS),  # torch's FFT front end accepts float16 only for CUDA tensors
+    # torch's FFT front end accepts float16 (and, from torch 2.14, bfloat16) only for CUDA tensors.
+    torch.float16: _FFTS | {"stft"},
+    torch.bfloat16: _FFTS | {"stft"},
     torch.complex32: {"nansum", "nanmean"},  # the CPU kernel refuses complex inputs in every dtype
 }
+
+
+def _computed(op, dtype):
+    # Sparse tensors run the CPU's kernel for their layout as it is (README, "Sparse ... tensors").
+    return op.name not in NOT_COMPUTED.get(dtype, ()) and not op.name.startswith("sparse.")
+
 
 # Composites of several FFT kernels: each rounds its result to complex32, as on CUDA, where the reference rounds once.
 ROUNDED_BETWEEN_KERNELS = {"fft.hfft2", "fft.hfftn"}
@@ -38,7 +46,7 @@ def _cuda_only():
             continue
         for dtype in sorted(set(op.dtypesIf.get("cuda", op.dtypes)) - set(op.dtypes), key=str):
             name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-            if dtype in WIDER and op.name not in NOT_COMPUTED.get(dtype, ()):
+            if dtype in WIDER and _computed(op, dtype):
                 yield pytest.param(op, dtype, id=f"{name}-{str(dtype)[6:]}")
 
 
