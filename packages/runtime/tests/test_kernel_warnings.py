@@ -91,3 +91,44 @@ def test_a_thread_gone_before_its_kernel_warned_leaves_the_warning_on_stderr():
     assert proc.returncode == 0, describe(proc)
     assert proc.stdout.strip() == "0", describe(proc)
     assert "launched by a thread that is gone" in proc.stderr, describe(proc)
+
+
+_DROPPED = "Casting complex values to real discards the imaginary part"
+
+
+def _complex_to_real_copies(device):
+    """Copies that drop an imaginary part, by what they copy between: each returns a callable doing one."""
+    src = torch.tensor([1 + 2j, 3 - 1j], device=device)
+    pinned_src = torch.tensor([1 + 2j, 3 - 1j]).pin_memory() if device != "cpu" else src
+    other = "openreg:1" if device != "cpu" else "cpu"
+    empty = lambda: torch.empty(2, device=device)  # noqa: E731
+    return {
+        "to(dtype)": lambda: src.to(torch.float64),
+        "copy_": lambda: empty().copy_(src),
+        "to another device": lambda: src.to(other, torch.float64),
+        "pinned host to device, non_blocking": lambda: empty().copy_(pinned_src, non_blocking=True),
+        "device to pinned host, non_blocking": lambda: torch.empty(2).pin_memory().copy_(src, non_blocking=True),
+    }
+
+
+def test_a_copy_that_drops_imaginary_parts_warns_at_the_call_as_on_the_cpu():
+    torch.set_warn_always(True)  # the CPU's kernel warns once per process otherwise
+    try:
+        for device, sync in (("cpu", lambda: None), ("openreg", torch.openreg.synchronize)):
+            for kind, copy in _complex_to_real_copies(device).items():
+                at_call, later = _recorded(copy), _recorded(sync)
+                assert (at_call, later) == ([(UserWarning, _DROPPED)], []), (device, kind, at_call, later)
+    finally:
+        torch.set_warn_always(False)
+
+
+def test_a_graph_capture_records_such_a_copy_rather_than_waiting_for_the_stream():
+    src = torch.tensor([1 + 2j, 3 - 1j], device="openreg")
+    dst = torch.zeros(2, device="openreg")
+    g = torch.openreg.OpenRegGraph()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.openreg.graph(g):
+            dst.copy_(src)
+        g.replay()
+        assert dst.cpu().tolist() == [1.0, 3.0]

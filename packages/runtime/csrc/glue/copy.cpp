@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "openreg/core/graph.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
 #include "openreg/glue/sync_debug.h"
@@ -17,11 +18,26 @@ namespace {
 
 bool stays_async(const at::Tensor& host, bool non_blocking) { return non_blocking && is_pinned(host.storage().data()); }
 
+// The CPU's copy kernel warns when it drops an imaginary part; CUDA's copy_ warns
+// at the call, so such a copy runs at the call, in stream order, rather than
+// holding the warning for the next call into openreg. A graph capture that
+// forbids waiting for the stream records it instead.
+bool warns(const at::Tensor& src, const at::Tensor& dst) { return src.is_complex() && !dst.is_complex(); }
+
+template <typename F>
+void queue_or_run(bool at_call, c10::DeviceIndex device, const char* name, Touches touches, F&& copy) {
+  if (at_call && may_wait(openreg::current_stream(device))) {
+    run_in_order(device, name, std::move(touches), copy);
+  } else {
+    launch(device, name, std::move(touches), std::forward<F>(copy));
+  }
+}
+
 // A copy between the host and `device`: queued when it may stay asynchronous, else run at the call.
 template <typename F>
-void to_or_from_host(c10::DeviceIndex device, const char* name, Touch on_device, bool async, F&& copy) {
+void to_or_from_host(c10::DeviceIndex device, const char* name, Touch on_device, bool async, bool at_call, F&& copy) {
   if (async) {
-    launch(device, name, {on_device}, std::forward<F>(copy));
+    queue_or_run(at_call, device, name, {on_device}, std::forward<F>(copy));
   } else {
     on_host_sync(name);
     run_in_order(device, name, {on_device}, copy);
@@ -54,8 +70,8 @@ void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
   const auto from = src.device().index(), to = dst.device().index();
   order_after(from, to);
   HostView s = HostView::of(src), d = HostView::of(dst);
-  launch(from, "copy (openreg to openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
-         [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
+  queue_or_run(warns(src, dst), from, "copy (openreg to openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
+               [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   order_after(to, from);
 }
 
@@ -70,21 +86,21 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.is_cpu()) {
     HostView d = HostView::of(dst);
     to_or_from_host(dst.device().index(), "copy (host to openreg)", Touch(d.data(), /*write=*/true),
-                    stays_async(self, non_blocking), [d, src = self, at = allocation_clock()] {
+                    stays_async(self, non_blocking), warns(self, dst), [d, src = self, at = allocation_clock()] {
                       d.tensor().copy_(src);
                       unpoison(d.base, at);
                     });
   } else if (dst.is_cpu()) {
     HostView s = HostView::of(self);
     to_or_from_host(self.device().index(), "copy (openreg to host)", s.data(), stays_async(dst, non_blocking),
-                    [s, dst] {
+                    warns(self, dst), [s, dst] {
                       check_valid(s);
                       dst.copy_(s.tensor());
                     });
   } else if (self.device() == dst.device()) {
     HostView s = HostView::of(self), d = HostView::of(dst);
-    launch(dst.device().index(), "copy (openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
-           [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
+    queue_or_run(warns(self, dst), dst.device().index(), "copy (openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
+                 [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   } else {
     copy_between_devices(self, dst);
   }
