@@ -93,8 +93,9 @@ const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack
   if (name.back() == '_') name.remove_suffix(1);  // the in-place variant
   for (const Row& row : kTable) {
     if (name != row.op) continue;
+    const auto pairs = conversions(row);
     for (const auto& v : stack) {
-      if (is_tensor(v) && wider(conversions(row), v.toTensor().scalar_type())) return &row;
+      if (is_tensor(v) && wider(pairs, v.toTensor().scalar_type())) return &row;
     }
   }
   return nullptr;
