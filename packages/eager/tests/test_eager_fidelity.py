@@ -5,12 +5,14 @@ and layouts. Each case is one a device-generic test suite exercises and openreg 
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 import warnings
 
 import pytest
@@ -508,3 +510,30 @@ def test_cpu_autocast_leaves_openreg_ops_alone(case):
     assert got.dtype == want.dtype
     assert_close(got.cpu(), want.to_dense())
     assert total == pytest.approx(want.sum().item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("module", [torch.nn.LayerNorm, torch.nn.BatchNorm1d])
+def test_reductions_give_the_cpus_bits_whatever_the_host_does_meanwhile(module):
+    """A reduction's rounding depends on how many threads share it: openreg's kernels keep the device's thread
+    count while Python runs, so gradcheck's reentrancy check (two backwards, compared bit for bit) passes as on
+    the CPU. The weight and bias gradients sum over 4096 rows."""
+    torch.manual_seed(0)
+    cpu = module(64, dtype=torch.float64)
+    x, grad = torch.randn(4096, 64, dtype=torch.float64), torch.randn(4096, 64, dtype=torch.float64)
+
+    def grads(m, x, grad, busy):
+        x = x.clone().requires_grad_()
+        out = m(x)
+        if x.device.type == "openreg":
+            torch.openreg._sleep(50)  # the backward's kernels are queued behind it, and run while the host spins
+        got = torch.autograd.grad(out, (x, m.weight, m.bias), grad)
+        end = time.perf_counter() + (0.2 if busy else 0)
+        while time.perf_counter() < end:
+            pass
+        return [g.cpu() for g in got]
+
+    expected = grads(cpu, x, grad, busy=False)
+    dev = copy.deepcopy(cpu).to("openreg")
+    for busy in (True, False, True):
+        got = grads(dev, x.to("openreg"), grad.to("openreg"), busy)
+        assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True)), busy

@@ -22,9 +22,9 @@ import torch
 
 DEVICE = "openreg"
 # How many times the CPU's float32 error (against float64) openreg's float32 result may be off the CPU's. openreg
-# may round differently from the CPU: its kernels run with one thread fewer while Python runs (reductions split
-# differently), a PrivateUse1 device gets SDPA's math path where the CPU runs its flash kernel, and optimizers
-# default to their foreach implementations there, as on CUDA. Measured: up to 3.9x (timm's ViT, T5 with SDPA).
+# may round differently from the CPU: a PrivateUse1 device gets SDPA's math path where the CPU runs its flash
+# kernel, and optimizers default to their foreach implementations there, as on CUDA. Measured: up to 3.9x (timm's
+# ViT, T5 with SDPA).
 SLACK = 10.0
 # Plus this many float32 ulps of the quantity's largest magnitude, for quantities the CPU gets exactly.
 ULPS = 8

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "openreg/core/detail/capture.h"
-#include "openreg/core/detail/host_idle.h"
 #include "openreg/core/detail/spin.h"
 #include "openreg/core/device.h"
 #include "openreg/core/error.h"
@@ -37,7 +36,6 @@ std::vector<DeviceState>& devices() {
 }
 
 std::mutex g_create_mu;  // held while a stream or its worker is created
-std::atomic<TaskHook> g_task_hook{nullptr};
 thread_local std::array<int8_t, 64> t_current_stream{};
 thread_local const Stream* t_worker_of = nullptr;  // the stream whose worker this thread is
 thread_local int t_short_runs = 0;                 // ops held InOrder(IfIdle) since this thread last waited
@@ -91,7 +89,6 @@ void Stream::run() {
   for (;;) {
     detail::TaskNode* node = nullptr;
     if (!detail::spin_until([&] { return (node = tasks_.take()) != nullptr; })) node = sleep_.worker_sleep(tasks_);
-    if (TaskHook hook = g_task_hook.load(std::memory_order_acquire)) hook(HostIdle(*node));
     run_task(node);
   }
 }
@@ -136,7 +133,6 @@ void Stream::wait_for(uint64_t seq, const char* call) {
   // Another stream's worker (an event wait) runs none of this stream's tasks: one its launcher left to a
   // dozing worker must not wait for the doze to end.
   if (t_worker_of != nullptr && !reached(seq)) sleep_.wake_now();
-  detail::HostWaiting waiting;
   if (!detail::spin_until([&] { return run_until(seq); })) sleep_.host_sleep(tasks_, seq);
   tasks_.destroy_finished();
   tasks_.release_last();
@@ -187,8 +183,6 @@ void Stream::synchronize() {
   wait_for(last(), "synchronize()");
   raise_pending_error(device_);
 }
-
-void set_task_hook(TaskHook hook) { g_task_hook.store(hook, std::memory_order_release); }
 
 Stream& get_stream(int device, int id) {
   check_device(device);

@@ -107,21 +107,6 @@ TEST(current_streams_are_per_thread_and_checked) {
   CHECK(get_stream(1, 2).device() == 1 && get_stream(1, 2).id() == 2);
 }
 
-std::atomic<int> g_hook_calls{0};
-
-TEST(the_task_hook_runs_before_each_task_the_worker_runs) {
-  set_task_hook([](const HostIdle&) { g_hook_calls.fetch_add(1); });
-  Stream& s = get_stream(0, 6);
-  std::atomic<bool> done{false};
-  for (int i = 0; i < 2; ++i) s.launch("counted", [] {});
-  s.launch("last", [&done] { done = true; });
-  // Not a wait on the stream: a waiting host thread would run queued tasks itself, without the hook.
-  while (!done) sleep_ms(1);
-  s.synchronize();
-  set_task_hook(nullptr);
-  CHECK(g_hook_calls.load() == 3);
-}
-
 TEST(in_order_holds_the_stream_for_the_calling_thread) {
   Stream& s = get_stream(0, 7);
   Gate gate;

@@ -136,25 +136,6 @@ int next_pool_stream(int device);
 Stream& current_stream(int device);
 void set_current_stream(int device, int id);
 
-// Asked on a worker before a task runs: is the host idle (a host thread waits
-// for the device)? Only a hook that needs the answer asks: it may take a while.
-class HostIdle {
- public:
-  bool operator()() const;
-
- private:
-  friend class Stream;
-  explicit HostIdle(const detail::TaskNode& task) : task_(task) {}
-  const detail::TaskNode& task_;
-};
-
-// The device computes on the host's cores: a kernel that used them all while
-// a host thread runs would slow both (a thread team waits for its slowest
-// member, and the host thread takes a core from one). The hook runs on a
-// worker before each task; the glue sizes the kernels' thread team there.
-using TaskHook = void (*)(const HostIdle& host_idle);
-void set_task_hook(TaskHook hook);
-
 // Waits for every stream of `device` that has been used, then raises a
 // pending failure. A negative device means every device.
 void synchronize_device(int device);
