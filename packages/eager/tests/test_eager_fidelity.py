@@ -173,6 +173,10 @@ OUT_INTO_VIEWS = {
     "arange": _out_into_narrow(lambda out: torch.arange(0, 4, out=out)),
     "linspace": _out_into_narrow(lambda out: torch.linspace(0, 1, 4, out=out)),
     "logspace": _out_into_narrow(lambda out: torch.logspace(0, 1, 4, out=out)),
+    # Out kernels that resize their out themselves: the same sizes keep its strides, as on the CPU.
+    "ones": _out_into_narrow(lambda out: torch.ones(2, 2, out=out)),
+    "full": _out_into_narrow(lambda out: torch.full((2, 2), 7.0, out=out)),
+    "softmax": _out_into_narrow(lambda out: torch.softmax(torch.arange(4.0, device=out.device).view(2, 2), 1, out=out)),
     "add into a transposed out": lambda d: torch.add(torch.ones(2, 3, device=d), 1,
                                                      out=torch.zeros(3, 2, device=d).t()),
     "resizing a non-empty out warns": lambda d: torch.add(torch.ones(3, device=d), 1, out=torch.zeros(2, device=d)),

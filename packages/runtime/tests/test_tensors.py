@@ -343,6 +343,40 @@ def test_resize_growing_keeps_data():
     assert_close(d[:6].cpu(), cpu)
 
 
+RESIZES = {
+    "same sizes, every other element": lambda d: torch.zeros(6, device=d)[::2].resize_(3),
+    "same sizes, transposed": lambda d: torch.zeros(2, 3, device=d).t().resize_(3, 2),
+    "same sizes, channels_last asked": lambda d: torch.zeros(1, 2, 2, 2, device=d).resize_(
+        1, 2, 2, 2, memory_format=torch.channels_last),
+    "other sizes, transposed": lambda d: torch.zeros(2, 3, device=d).t().resize_(2, 3),
+    "no elements past an offset": lambda d: torch.zeros(4, device=d)[3:].resize_(0),
+    "preserve_format": lambda d: torch.zeros(2, device=d).resize_(2, memory_format=torch.preserve_format),
+    "a negative size": lambda d: torch.zeros(2, device=d).resize_(-1),
+}
+
+
+@pytest.mark.parametrize("case", RESIZES)
+def test_resize_gives_the_cpus_layout_and_errors(case):
+    def outcome(d):
+        try:
+            t = RESIZES[case](d)
+        except RuntimeError as e:
+            return type(e), str(e).split("\n")[0]
+        return t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes()
+
+    assert outcome("openreg") == outcome("cpu")
+
+
+@pytest.mark.parametrize("factory", ["ones", "zeros"])
+def test_a_factorys_out_view_is_written_where_the_cpu_writes(factory):
+    def written(d):
+        base = torch.full((6,), -1.0, device=d)
+        getattr(torch, factory)(3, out=base[::2])
+        return base.cpu()
+
+    assert_close(written("openreg"), written("cpu"))
+
+
 def test_resize_is_ordered_after_queued_writes():
     d = torch.zeros(1000, device="openreg")
     torch.openreg.synchronize()

@@ -77,14 +77,19 @@ at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
                          std::optional<c10::MemoryFormat> memory_format) {
   auto size = C10_AS_INTARRAYREF_SLOW(sym_size);
+  TORCH_CHECK(memory_format != c10::MemoryFormat::Preserve, "Unsupported memory format", *memory_format);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  const size_t nbytes =
-      at::detail::computeStorageNbytesContiguous(size, impl->dtype().itemsize(), impl->storage_offset());
   const size_t old_nbytes = impl->storage().nbytes();
-  if (nbytes > old_nbytes) {
-    c10::DeviceGuard guard(self.device());
-    at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(nbytes));
+  // As the CPU's resize_: the same sizes keep the strides (an out= view stays a
+  // view), and a tensor without elements leaves its storage as it is.
+  if (self.sizes() != size) {
+    impl->set_sizes_contiguous(size);
+    const size_t nbytes =
+        at::detail::computeStorageNbytesContiguous(size, impl->dtype().itemsize(), impl->storage_offset());
+    if (impl->numel() > 0 && nbytes > old_nbytes) {
+      c10::DeviceGuard guard(self.device());
+      at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(nbytes));
+    }
   }
   if (memory_format) impl->empty_tensor_restride(*memory_format);
   if (fill_new_memory()) at::native::fill_resize_deterministic_(self, static_cast<int64_t>(old_nbytes));
