@@ -65,6 +65,13 @@ torch.distributed, which picks a default backend for a process group by NCCL's n
     from the group's backends (`_get_default_backend_type_for_backend_config`, 2.14) are left alone: there the
     wrapper also caught groups of gloo alone, which then had no backend of their default type.
 
+DLPack, which torch gives a PrivateUse1 device under its default name only:
+
+13. `torch.Tensor.__dlpack_device__` (behind `torch.from_dlpack(tensor)`) compares the device type with
+    "privateuse1", which a renamed backend never is, and raises ValueError for an openreg tensor, whose capsule
+    torch's C++ exports and imports as the kDLExtDev device it means for PrivateUse1. An openreg tensor it refuses
+    gets (kDLExtDev, index); releases that answer are left to.
+
 The device module's hand-over:
 
 11. `torch._register_device_module` refuses a second module for a device. Until openreg's layers load,
@@ -332,6 +339,20 @@ def _byteswap(original):
     return byteswap
 
 
+def _dlpack_device(original):
+    def dlpack_device(self):
+        try:
+            return original(self)
+        except ValueError:
+            if self.device.type != "openreg":
+                raise
+        from torch.utils.dlpack import DLDeviceType
+
+        return DLDeviceType.kDLExtDev, self.device.index
+
+    return dlpack_device
+
+
 def _reduce_on_openreg(original, name: str):
     def reduce(obj):
         if obj.device.type != "openreg":
@@ -420,6 +441,7 @@ def install(load_layers: Callable[[], None]) -> None:
         _patch_compile_options()
         _patch_shallow_copy()
         _replace([torch.UntypedStorage], "_byteswap", _byteswap)
+        _replace([torch.Tensor], "__dlpack_device__", _dlpack_device)
         _patch_multiprocessing()
         _patch_distributed()
         if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
