@@ -71,13 +71,9 @@ using Touches = c10::SmallVector<Touch, 8>;
 [[noreturn]] void raise_async(const AsyncError& err);
 
 // Runs a core call, turning openreg::Error into a c10::Error with the same
-// message (and OutOfMemory into torch.OutOfMemoryError). Then passes on what
-// queued kernels warned for this thread (the call may have waited for them).
+// message (and OutOfMemory into torch.OutOfMemoryError).
 template <typename F>
-auto checked(F&& f) -> decltype(f()) {
-  struct PassOn {
-    ~PassOn() { kernel_warnings::pass_on(); }
-  } pass_on;
+auto translated(F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const AsyncError& err) {
@@ -87,6 +83,16 @@ auto checked(F&& f) -> decltype(f()) {
   } catch (const Error& err) {
     C10_THROW_ERROR(Error, err.what());
   }
+}
+
+// translated(f), then passes on what queued kernels warned for this thread
+// (the call may have waited for them).
+template <typename F>
+auto checked(F&& f) -> decltype(f()) {
+  struct PassOn {
+    ~PassOn() { kernel_warnings::pass_on(); }
+  } pass_on;
+  return translated(std::forward<F>(f));
 }
 
 // The dispatcher's thread-local state of a fresh thread (a worker's), for the
@@ -128,7 +134,10 @@ uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& 
   // is fewer cache lines for the worker to fetch from the host's core.
   auto opened = config().strict ? std::make_unique<Touches>(std::move(touches)) : nullptr;
   const Touches& checked_touches = opened ? *opened : touches;  // for the sanitizer, during the launch
-  return checked([&] {
+  // What earlier kernels warned, before this one can run: its own warning comes
+  // at the thread's next call, whether or not the worker finishes it first.
+  kernel_warnings::pass_on();
+  return translated([&] {
     return openreg::current_stream(device).launch(
         name,
         [opened = std::move(opened), launcher = kernel_warnings::this_thread(), fn = std::forward<F>(fn)]() mutable {
