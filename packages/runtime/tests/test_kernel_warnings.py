@@ -101,7 +101,10 @@ def _complex_to_real_copies(device):
     src = torch.tensor([1 + 2j, 3 - 1j], device=device)
     pinned_src = torch.tensor([1 + 2j, 3 - 1j]).pin_memory() if device != "cpu" else src
     other = "openreg:1" if device != "cpu" else "cpu"
-    empty = lambda: torch.empty(2, device=device)  # noqa: E731
+
+    def empty():
+        return torch.empty(2, device=device)
+
     return {
         "to(dtype)": lambda: src.to(torch.float64),
         "copy_": lambda: empty().copy_(src),
