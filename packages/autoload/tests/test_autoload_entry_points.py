@@ -111,6 +111,16 @@ def test_a_profile_of_the_device_started_first():
     assert out == {"negative": [], "device_time": True}
 
 
+def test_a_size_only_sparse_constructor_made_first():
+    # The one tensor constructor that does not ask torch.openreg first: libopenreg_lazy loads the layers for it.
+    out = _fresh("""
+        s = torch.sparse_coo_tensor((2, 3), device="openreg", check_invariants=False)
+        s.add_(torch.ones(2, 3, device="openreg").to_sparse())
+        print(json.dumps({"device": str(s.device), "nnz": s._nnz(), "dense": s.to_dense().tolist()}))
+    """)
+    assert out == {"device": "openreg:0", "nnz": 6, "dense": [[1.0] * 3] * 2}
+
+
 INITS = ["torch.openreg.init()", "torch.openreg._lazy_init()", "import openreg; openreg.init()"]
 
 

@@ -95,7 +95,23 @@ CASES = {
         torch.tensor([0, 1, 3], device=d), torch.tensor([2, 0, 1], device=d), torch.tensor([1.0, 2, 3], device=d),
         (2, 3)),
     "csr_mul": lambda d: dense(d).to_sparse_csr() * 2,
+    # In-place and out= kernels grow members and outs beyond their device memory, as the CPU's do.
+    "empty_add_": lambda d: empty(d).add_(coo(d)),
+    "empty_clone_add_": lambda d: empty(d).clone().add_(coo(d).coalesce()),
+    "empty_mul_out": lambda d: torch.mul(coo(d), 2, out=empty(d)),
+    "empty_copy_": lambda d: empty(d).copy_(coo(d)),
+    "mm_into_empty_out": lambda d: torch.mm(coo(d), dense(d).t(), out=torch.empty(0, device=d)),
+    "invariants_checked": lambda d: torch.sparse_coo_tensor(torch.tensor(INDICES, device=d),
+                                                            torch.tensor(VALUES, device=d), (3, 4),
+                                                            check_invariants=True),
+    "coalesced_invariants_checked": lambda d: torch.sparse_coo_tensor(
+        torch.tensor([[0, 1, 2], [3, 0, 1]], device=d), torch.ones(3, 2, device=d), (3, 4, 2), is_coalesced=True,
+        check_invariants=True),
 }
+
+
+def empty(d):
+    return torch.sparse_coo_tensor((3, 4), device=d)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -211,6 +227,32 @@ def test_errors_match_the_cpu(case):
     }[case]
     cpu, dev = _raised(fn, "cpu"), _raised(fn, DEV)
     assert (dev.type, str(dev.value).split("\n")[0]) == (cpu.type, str(cpu.value).split("\n")[0])
+
+
+def test_a_grown_out_keeps_its_views():
+    """The CPU kernel grows an out= tensor's storage in place: a view of it, made before, shares the grown memory."""
+    def run(d):
+        out = torch.empty(0, device=d)
+        view = out.view(-1)
+        torch.mm(coo(d), dense(d).t(), out=out)
+        shared = view.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+        return shared, view.set_(view.untyped_storage()).cpu()
+
+    (cpu_shared, cpu_bytes), (dev_shared, dev_bytes) = run("cpu"), run(DEV)
+    assert cpu_shared and dev_shared
+    torch.testing.assert_close(dev_bytes, cpu_bytes, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", ["uncoalesced", "negative", "out_of_size"])
+def test_invariant_checks_raise_as_on_the_cpu(case):
+    indices = {"uncoalesced": INDICES, "negative": [[0, -1], [1, 1]], "out_of_size": [[0, 3], [1, 1]]}[case]
+
+    def fn(d):
+        torch.sparse_coo_tensor(torch.tensor(indices, device=d), torch.ones(len(indices[0]), device=d), (3, 4),
+                                is_coalesced=True, check_invariants=True)
+
+    cpu, dev = _raised(fn, "cpu"), _raised(fn, DEV)
+    assert (dev.type, str(dev.value)) == (cpu.type, str(cpu.value))
 
 
 def test_tensors_on_two_devices_raise():

@@ -1,9 +1,7 @@
 #include "at_call.h"
 
-#include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
 
-#include <cstring>
 #include <vector>
 
 #include "host_call.h"
@@ -54,19 +52,6 @@ void take_layout(const at::Tensor& m, const at::Tensor& c) {
   m._set_neg(c.is_neg());
 }
 
-// The kernel grew the storage of `m`, an argument it writes, into host memory
-// (`c`'s): the device storage grows as the CPU's did, for every tensor that
-// shares it, and takes `c`'s bytes and layout.
-void grow_on_device(const at::Tensor& m, const at::Tensor& c) {
-  const c10::Storage& storage = m.storage();
-  const size_t nbytes = c.storage().nbytes();
-  at::native::resize_bytes_nocuda(storage, static_cast<int64_t>(nbytes));
-  void* to = storage.mutable_data();
-  glue::run_in_order(m.device().index(), "growing an out= tensor", {Touch(to, /*write=*/true)},
-                     [&] { std::memcpy(to, c.storage().data(), nbytes); });
-  take_layout(m, c);
-}
-
 // Makes what openreg hands back what the CPU kernel left (`out`): an argument
 // or result it wrote in place takes the layout the kernel gave it (a kernel
 // may transpose its out= tensor or set its conjugate bit), a result it
@@ -99,7 +84,8 @@ bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch:
           differed = true;
         }
       } else if (alias >= 0) {
-        grow_on_device(m, c);
+        grow_on_device(m.storage(), c.storage());
+        take_layout(m, c);
         differed = true;
       } else if (same_layout(c, m)) {
         glue::HostView view = glue::HostView::of(m);

@@ -4,13 +4,24 @@
 #include <ATen/native/Resize.h>
 #include <c10/util/strides.h>
 
+#include <cstring>
+
 #include "openreg/glue/allocator.h"
+#include "openreg/glue/launch.h"
 
 namespace openreg::eager {
 
 at::Tensor allocate(const TensorMeta& m) {
   return at::detail::empty_strided_generic(m.sizes, m.strides, glue::device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype);
+}
+
+void grow_on_device(const c10::Storage& device, const c10::Storage& host) {
+  const size_t nbytes = host.nbytes();
+  at::native::resize_bytes_nocuda(device, static_cast<int64_t>(nbytes));
+  void* to = device.mutable_data();
+  glue::run_in_order(device.device().index(), "growing a tensor's storage", {Touch(to, /*write=*/true)},
+                     [&] { std::memcpy(to, host.data(), nbytes); });
 }
 
 at::Tensor adopt(const at::Tensor& cpu) {

@@ -29,6 +29,10 @@ bool same_shape(const at::Tensor& t, const TensorMeta& m);
 // (device memory cannot grow inside a kernel). With `reshape`, also the shape,
 // as the CPU kernel would give them (queued calls, whose kernels run later).
 void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bool reshape);
+// A CPU kernel grew the host alias of `device` (HostAlias::storage, growable)
+// into host memory, `host`: the device storage grows as the CPU's would, for
+// every tensor that shares it, and takes `host`'s bytes.
+void grow_on_device(const c10::Storage& device, const c10::Storage& host);
 // The out= overload writes results in place; it cannot skip a result.
 bool writes_via_out(const OpInfo& info, const MetaResult& meta);
 // The results the meta kernel describes, allocated on the device (None for

@@ -68,15 +68,22 @@ at::QuantizerPtr quantizer_on(const at::QuantizerPtr& q, c10::Device device) {
 
 c10::Storage HostTensors::host_storage(const at::Tensor& t) {
   const c10::Storage& s = t.storage();
-  if (s.data() == nullptr) return glue::HostAlias::of(t).storage();  // no memory to share
   for (size_t i = 0; i < device_bases_.size(); ++i) {
     if (device_bases_[i].storage().unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return host_storages_[i];
   }
-  // One CPU storage per allocation, so ATen's overlap checks see what the device tensors share.
-  host_storages_.push_back(glue::HostAlias::of(t).storage());
+  // One CPU storage per allocation, so ATen's overlap checks see what the device tensors share. It grows
+  // (into host memory, until grow_storages) where the device's would.
+  host_storages_.push_back(glue::HostAlias::of(t).storage(/*growable=*/s.resizable()));
   device_bases_.push_back(t);
-  bases_.push_back(s.data());
+  if (s.data() != nullptr) bases_.push_back(s.data());
   return host_storages_.back();
+}
+
+void HostTensors::grow_storages() {
+  for (size_t i = 0; i < host_storages_.size(); ++i) {
+    const c10::Storage& device = device_bases_[i].storage();
+    if (host_storages_[i].data() != device.data()) grow_on_device(device, host_storages_[i]);
+  }
 }
 
 at::Tensor HostTensors::device_base(const c10::Storage& s) const {
@@ -109,15 +116,13 @@ at::QuantizerPtr HostTensors::moved_quantizer(const at::QuantizerPtr& q, bool de
   return moved;
 }
 
-at::Tensor HostTensors::to_host(const at::Tensor& t, bool fresh) {
+at::Tensor HostTensors::to_host(const at::Tensor& t) {
   if (!on_device(t)) return t;
   for (const auto& [host, dev] : given_) {
     if (dev.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return host;
   }
   at::Tensor host;
-  if (fresh) {
-    host = at::empty({0}, t.options().device(at::kCPU));
-  } else if (t.is_quantized()) {
+  if (t.is_quantized()) {
     host =
         qtensor(host_storage(t), c10::DispatchKey::QuantizedCPU, t, moved_quantizer(t.quantizer(), /*device=*/false));
   } else if (t.is_nested()) {  // (whose layout is also strided)
@@ -255,7 +260,7 @@ void HostTensors::write_back(const at::Tensor& dev, const at::Tensor& host) {
     // written in place
     impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());
     if (dev.is_quantized()) at::set_quantizer_(dev, moved_quantizer(host.quantizer(), /*device=*/true));
-  } else {  // a fresh out= tensor the CPU kernel sized
+  } else {  // an out= tensor the CPU kernel gave other memory (set_)
     TORCH_INTERNAL_ASSERT(!dev.is_quantized(), "a CPU kernel replaced a quantized tensor's storage");
     dev.resize_(host.sizes());
     glue::HostView view = glue::HostView::of(dev);

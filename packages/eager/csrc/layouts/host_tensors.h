@@ -27,9 +27,7 @@ class HostTensors {
   explicit HostTensors(c10::DeviceIndex device) : device_(device) {}
 
   // The CPU tensor over `t`'s memory (`t` itself when it is not on openreg).
-  // With `fresh`, an empty CPU tensor of its dtype instead, for an out=
-  // argument that the CPU kernel must resize beyond its device memory.
-  at::Tensor to_host(const at::Tensor& t, bool fresh = false);
+  at::Tensor to_host(const at::Tensor& t);
   c10::IValue to_host(const c10::IValue& v);
 
   // The openreg tensor holding what the CPU kernel returned: what it was given
@@ -38,6 +36,9 @@ class HostTensors {
   at::Tensor to_device(const at::Tensor& cpu);
   c10::IValue to_device(const c10::IValue& v);
 
+  // Grows the device storages that the CPU kernel grew (into host memory),
+  // before write_back.
+  void grow_storages();
   // Makes `dev` what its CPU tensor `host` became in a kernel that wrote it
   // (a sparse tensor's members and an out= tensor's shape may be replaced).
   void write_back(const at::Tensor& dev, const at::Tensor& host);

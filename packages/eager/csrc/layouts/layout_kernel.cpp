@@ -26,29 +26,18 @@
 namespace openreg::eager {
 namespace {
 
-bool has_out_argument(const c10::FunctionSchema& schema) {
-  for (const auto& a : schema.arguments()) {
-    if (a.is_out()) return true;
-  }
-  return false;
-}
-
 // Runs `op`'s CPU kernel on host views of `args` and leaves its results on
-// the device. With `fresh_outs`, out= tensors are computed on the host and
-// copied in (the kernel resizes them beyond their device memory).
-torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device,
-                              bool fresh_outs) {
+// the device.
+torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
   const auto& schema = op.schema();
   HostTensors host(device);
   torch::jit::Stack stack;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const bool fresh = fresh_outs && schema.arguments()[i].is_out() && args[i].isTensor();
-    stack.push_back(fresh ? c10::IValue(host.to_host(args[i].toTensor(), true)) : host.to_host(args[i]));
-  }
+  for (const auto& a : args) stack.push_back(host.to_host(a));
   const std::vector<c10::IValue> given(stack.begin(), stack.end());
   HostAccess access(host.touches().data(), host.touches().size());
   glue::WorkerDispatchState as_on_the_device;
   op.callBoxed(&stack);
+  host.grow_storages();
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias == nullptr || !alias->isWrite()) continue;
@@ -79,12 +68,7 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   torch::jit::Stack results;
   try {
-    try {
-      results = run_on_host(op, args, device, /*fresh_outs=*/false);
-    } catch (const c10::Error& e) {
-      if (!has_out_argument(op.schema()) || std::string(e.what()).find("not resizable") == std::string::npos) throw;
-      results = run_on_host(op, args, device, /*fresh_outs=*/true);
-    }
+    results = run_on_host(op, args, device);
   } catch (const c10::NotImplementedError& e) {
     const std::string what = e.what_without_backtrace();
     if (what.rfind("Could not run", 0) != 0) throw;

@@ -3,14 +3,14 @@
 // into zeros): ATen's own kernels for them work on any device, so they run
 // here without synchronising, and the dense work they do is queued on the
 // stream like any dense op. Everything else reaches layouts/layout_kernel.cpp,
-// which registers these first.
+// which registers these first. (The size-only constructor,
+// _sparse_coo_tensor_with_dims, is the runtime's: csrc/lazy/sparse.cpp.)
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_dimI_native.h>
 #include <ATen/ops/_dimV_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
-#include <ATen/ops/_sparse_coo_tensor_with_dims_native.h>
 #include <ATen/ops/_to_dense_native.h>
 #include <ATen/ops/_values_native.h>
 #include <ATen/ops/ccol_indices_native.h>
@@ -37,7 +37,6 @@
 namespace openreg::eager {
 
 void register_sparse_structure(torch::Library& coo, torch::Library& compressed) {
-  coo.impl("_sparse_coo_tensor_with_dims", &at::native::new_with_dims_sparse);
   coo.impl("_sparse_coo_tensor_with_dims_and_tensors", &at::native::new_with_dims_and_tensor_sparse_symint);
   coo.impl("empty.memory_format", &at::native::empty_sparse_symint);
   coo.impl("empty_like", &at::native::empty_like_sparse_coo);
