@@ -294,6 +294,11 @@ def test_dropout_one_drops_everything_as_on_cpu():
     torch.testing.assert_close(grads_d[0].cpu(), grads_c[0])
 
 
+def test_dropout_above_one_raises_as_on_cpu():
+    q = _randn(2, 3, 5, 8, seed=1)
+    _compare(q, q, q, dropout_p=1.5, backend=None)
+
+
 def test_training_step_with_mask_gradient_and_no_grad_inference():
     """The fused forward alone under no_grad, and a mask that needs no gradient while q, k, v do."""
     q, k, v, mask, _ = _case("float_mask", torch.float32)

@@ -155,6 +155,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Ten
   Tensor p = probabilities(s, lse);
   Tensor seed = at::zeros({}, at::kLong), offset = at::zeros({}, at::kLong);
   if (dropout_p > 0.0) {
+    // The math backend's check (at::dropout's), which takes a negative p as no dropout.
+    TORCH_CHECK(dropout_p <= 1.0, "dropout probability has to be between 0 and 1, but got ", dropout_p);
     const uint64_t drawn = draw_seed(q);
     seed.fill_(static_cast<int64_t>(drawn));
     p.mul_(dropout_scale(p, dropout_p, drawn));
