@@ -255,6 +255,30 @@ def test_invariant_checks_raise_as_on_the_cpu(case):
     assert (dev.type, str(dev.value)) == (cpu.type, str(cpu.value))
 
 
+MUL_LIKE_CUDA = {  # (layout, dense_dim, dtype) whose sparse mul CUDA computes; the CPU refuses the bool ones
+    "coo_bool": (torch.sparse_coo, 0, torch.bool),
+    "coo_hybrid_bool": (torch.sparse_coo, 1, torch.bool),
+    "coo_hybrid_float16": (torch.sparse_coo, 1, torch.float16),
+    "csr_bool": (torch.sparse_csr, 0, torch.bool),
+    "csr_hybrid_float16": (torch.sparse_csr, 1, torch.float16),
+}
+
+
+@pytest.mark.parametrize("case", MUL_LIKE_CUDA)
+def test_sparse_mul_computes_what_cuda_computes(case):
+    """CUDA's sparse mul takes bool (its OpInfo, against the CPU's errors): openreg computes it in uint8 and
+    converts back, so it equals the dense product, which the CPU computes."""
+    layout, dense_dim, dtype = MUL_LIKE_CUDA[case]
+    a = torch.tensor([[[1.0], [0], [3]], [[0], [2], [-1]]]).to(dtype)
+    b = torch.tensor([[[2.0], [5], [0]], [[0], [0.5], [4]]]).to(dtype)
+    if dense_dim == 0:
+        a, b = a.squeeze(-1), b.squeeze(-1)
+    sparse = [t.to(DEV).to_sparse(layout=layout, dense_dim=dense_dim) for t in (a, b)]
+    got = torch.mul(*sparse)
+    assert (got.layout, got.dtype, got.dense_dim()) == (layout, dtype, dense_dim)
+    torch.testing.assert_close(got.to_dense().cpu(), a * b, rtol=0, atol=0)
+
+
 def test_tensors_on_two_devices_raise():
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         coo(DEV) + coo("cpu")

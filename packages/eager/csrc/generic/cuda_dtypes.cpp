@@ -68,6 +68,7 @@ constexpr Row kTable[] = {
     {"aten::multilabel_margin_loss_backward", T::Half, T::Float},
     {"aten::multilabel_margin_loss_backward", T::BFloat16, T::Float},
     {"aten::rrelu_with_noise", T::Half, T::Float},
+    {"aten::mul", T::Bool, T::Byte},  // sparse (COO, CSR): CUDA's intersection kernel takes it, the CPU's loops not
 };
 
 // The narrow dtype and its real counterpart (float16 for complex32), each with its wide one.
@@ -101,6 +102,13 @@ const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack
   return nullptr;
 }
 
+// The CPU kernel for `t`'s layout.
+c10::DispatchKeySet cpu_kernel_for(const at::Tensor& t) {
+  if (t.is_sparse()) return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
+  if (t.is_sparse_csr()) return c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
+  return c10::DispatchKeySet(c10::DispatchKey::CPU);
+}
+
 void call_wider(const c10::OperatorHandle& op, torch::jit::Stack* stack, const Row& row) {
   const auto pairs = conversions(row);
   const auto& schema = op.schema();
@@ -119,7 +127,7 @@ void call_wider(const c10::OperatorHandle& op, torch::jit::Stack* stack, const R
     widened.emplace_back(v.toTensor(), v.toTensor().to(*wide));
     v = widened.back().second;
   }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
+  op.redispatchBoxed(cpu_kernel_for(widened.front().second), &args);
   // What the op wrote into a widened argument (in place, out=) goes back into it.
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& alias = schema.arguments()[i].alias_info();

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "../generic/at_call.h"
+#include "../generic/cuda_dtypes.h"
 #include "../generic/kernel.h"
 #include "../generic/op_info.h"
 #include "../generic/results.h"
@@ -36,7 +37,12 @@ torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::
   const std::vector<c10::IValue> given(stack.begin(), stack.end());
   HostAccess access(host.touches().data(), host.touches().size());
   glue::WorkerDispatchState as_on_the_device;
-  op.callBoxed(&stack);
+  try {
+    op.callBoxed(&stack);
+  } catch (const c10::Error&) {
+    stack = given;
+    if (!call_in_cuda_dtype(op, &stack)) throw;
+  }
   host.grow_storages();
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
