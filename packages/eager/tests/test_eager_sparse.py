@@ -182,6 +182,51 @@ def test_gradient_accumulates_across_backwards():
     assert_same(run)
 
 
+@pytest.mark.parametrize(("mode", "extra"), [("sum", "plain"), ("mean", "plain"), ("sum", "per_sample_weights"),
+                                            ("sum", "padding_idx"), ("mean", "padding_idx")])
+def test_embedding_bag_sparse_gradients(mode, extra):
+    def run(d):
+        weight = torch.arange(12.0, device=d).reshape(6, 2).requires_grad_()
+        idx, offsets = torch.tensor([1, 2, 1, 4, 0, 5], device=d), torch.tensor([0, 2, 5], device=d)
+        psw = torch.linspace(0.5, 1.5, 6, device=d) if extra == "per_sample_weights" else None
+        padding_idx = 1 if extra == "padding_idx" else None
+        out = torch.nn.functional.embedding_bag(idx, weight, offsets, mode=mode, sparse=True,
+                                                per_sample_weights=psw, padding_idx=padding_idx)
+        (out * torch.arange(1.0, 7.0, device=d).reshape(3, 2)).sum().backward()
+        return weight.grad
+
+    assert_same(run)
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_csr, torch.sparse_csc])
+@pytest.mark.parametrize("op", ["mv", "addmv"])
+def test_compressed_matrix_vector_products_with_gradients(layout, op):
+    """The CPU's kernel calls an out= op; below autograd, as on the CPU, a host tensor requiring grad is fine."""
+    def run(d):
+        m = dense(d).to_sparse(layout=layout)
+        vec = torch.arange(4.0, device=d).requires_grad_()
+        acc = torch.ones(3, device=d).requires_grad_()
+        out = torch.mv(m, vec) if op == "mv" else torch.addmv(acc, m, vec, beta=0.5)
+        wrt = (vec,) if op == "mv" else (vec, acc)
+        return (out.detach(), *torch.autograd.grad(out.sum(), wrt))
+
+    assert_same(run)
+
+
+@pytest.mark.parametrize("layouts", [(torch.sparse_csr, torch.sparse_csr), (torch.sparse_csc, torch.sparse_csr)])
+def test_compressed_products_under_invariant_checks(layouts):
+    """The CPU's kernel hands back a product whose column indices are not sorted, unchecked: so does openreg's."""
+    a = torch.tensor([[0.0, 2, 3], [0, 0, 4]])
+    b = torch.tensor([[0.0, 0], [0, 5], [6, 7]])
+
+    def run(d):
+        x, y = a.to(d).to_sparse(layout=layouts[0]), b.to(d).to_sparse(layout=layouts[1])
+        with torch.sparse.check_sparse_tensor_invariants():
+            return torch.mm(x, y)
+
+    assert_same(run)
+
+
 def test_sparse_mm_backward():
     def run(d):
         s = coo(d).coalesce().requires_grad_()

@@ -58,6 +58,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::_thnn_fused_lstm_cell_backward_impl", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_gru_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_gru_cell_backward", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
+    {"aten::_embedding_bag_backward", P::kOwnKernel,
+     "ATen's own kernel, which builds a sparse gradient from the device's ops (kernels/embedding_bag.cpp)"},
     {"aten::nansum", P::kOwnKernel, "CUDA sums complex inputs, which the CPU's front end refuses (kernels/nansum.cpp)"},
     {"aten::nansum.out", P::kOwnKernel,
      "CUDA sums complex inputs, which the CPU's front end refuses (kernels/nansum.cpp)"},

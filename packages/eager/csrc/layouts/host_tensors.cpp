@@ -1,6 +1,7 @@
 #include "host_tensors.h"
 
 #include <ATen/NestedTensorImpl.h>
+#include <ATen/SparseCsrTensorImpl.h>
 #include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/native/SparseTensorUtils.h>
@@ -43,6 +44,19 @@ at::Tensor nested_over(const at::Tensor& buffer, const at::Tensor& like, bool vi
   }
   return at::detail::make_tensor<at::native::NestedTensorImpl>(buffer, impl->get_nested_sizes(),
                                                                impl->get_nested_strides(), impl->get_storage_offsets());
+}
+
+// A compressed tensor like `like` on `device`, of these members. Made as ATen's
+// kernels make their results, without the invariant checks that
+// `check_sparse_tensor_invariants` adds to the public constructors: the
+// arguments were checked when they were made, the CPU's results never are.
+at::Tensor compressed_like(const at::Tensor& like, c10::Device device, const at::Tensor& compressed_indices,
+                           const at::Tensor& plain_indices, const at::Tensor& values) {
+  const auto key = device.is_cpu() ? c10::DispatchKey::SparseCsrCPU : c10::DispatchKey::SparseCsrPrivateUse1;
+  auto t =
+      at::detail::make_tensor<at::SparseCsrTensorImpl>(c10::DispatchKeySet(key), device, like.layout(), like.dtype());
+  at::sparse_csr::get_sparse_csr_impl(t)->set_member_tensors(compressed_indices, plain_indices, values, like.sizes());
+  return t;
 }
 
 at::Tensor storage_as_tensor(const at::Tensor& nested) {
@@ -141,9 +155,8 @@ at::Tensor HostTensors::to_host(const at::Tensor& t) {
                                                         t.options().device(at::kCPU), t.is_coalesced());
   } else if (at::sparse_csr::is_sparse_compressed(t)) {
     auto* impl = at::sparse_csr::get_sparse_csr_impl(t);
-    host = at::_sparse_compressed_tensor_unsafe(
-        dense_to_host(impl->compressed_indices()), dense_to_host(impl->plain_indices()), dense_to_host(impl->values()),
-        t.sizes(), t.scalar_type(), t.layout(), at::Device(at::kCPU), std::nullopt);
+    host = compressed_like(t, at::Device(at::kCPU), dense_to_host(impl->compressed_indices()),
+                           dense_to_host(impl->plain_indices()), dense_to_host(impl->values()));
   } else {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg does not support tensors of layout ", t.layout());
   }
@@ -214,9 +227,8 @@ at::Tensor HostTensors::convert(const at::Tensor& cpu) {
   }
   if (at::sparse_csr::is_sparse_compressed(cpu)) {
     auto* impl = at::sparse_csr::get_sparse_csr_impl(cpu);
-    return at::_sparse_compressed_tensor_unsafe(dense_to_device(impl->compressed_indices()),
-                                                dense_to_device(impl->plain_indices()), dense_to_device(impl->values()),
-                                                cpu.sizes(), cpu.scalar_type(), cpu.layout(), device, std::nullopt);
+    return compressed_like(cpu, device, dense_to_device(impl->compressed_indices()),
+                           dense_to_device(impl->plain_indices()), dense_to_device(impl->values()));
   }
   return dense_to_device(cpu);
 }

@@ -37,6 +37,9 @@ torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::
   const std::vector<c10::IValue> given(stack.begin(), stack.end());
   HostAccess access(host.touches().data(), host.touches().size());
   glue::WorkerDispatchState as_on_the_device;
+  // Below autograd, as the CPU's kernel runs there: an op it calls must not record history of (or refuse) the
+  // host tensors that require grad.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
   try {
     op.callBoxed(&stack);
   } catch (const c10::Error&) {
@@ -71,7 +74,6 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex device = common_device(op, args, op_info(op));
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   wait_for_queued_work(device, op.schema().name().c_str());
-  at::AutoDispatchBelowADInplaceOrView below_autograd;
   torch::jit::Stack results;
   try {
     results = run_on_host(op, args, device);
