@@ -14,6 +14,8 @@ constexpr std::string_view kLoopReason =
 constexpr std::string_view kStubOfCpuAndCuda =
     "its composite kernel calls the exact kernel on CPU and CUDA only, elsewhere multiplying by 2**other in "
     "self's dtype (which overflows float16)";
+constexpr std::string_view kLuWithoutPivoting =
+    "CUDA factors without pivoting, which the CPU refuses (kernels/lu_without_pivoting.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -60,6 +62,10 @@ constexpr OpPolicy kTable[] = {
     {"aten::_thnn_fused_gru_cell_backward", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_embedding_bag_backward", P::kOwnKernel,
      "ATen's own kernel, which builds a sparse gradient from the device's ops (kernels/embedding_bag.cpp)"},
+    {"aten::linalg_lu_factor_ex", P::kOwnKernel, kLuWithoutPivoting},
+    {"aten::linalg_lu_factor_ex.out", P::kOwnKernel, kLuWithoutPivoting},
+    {"aten::linalg_lu", P::kOwnKernel, kLuWithoutPivoting},
+    {"aten::linalg_lu.out", P::kOwnKernel, kLuWithoutPivoting},
     {"aten::nansum", P::kOwnKernel, "CUDA sums complex inputs, which the CPU's front end refuses (kernels/nansum.cpp)"},
     {"aten::nansum.out", P::kOwnKernel,
      "CUDA sums complex inputs, which the CPU's front end refuses (kernels/nansum.cpp)"},
