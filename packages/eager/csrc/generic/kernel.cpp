@@ -204,8 +204,9 @@ const bool g_structured = [] {
   for (const auto& name :
        dispatcher.getAllOpNamesForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
     auto op = dispatcher.findSchema(name);
+    // (A kernel of openreg's own may register after this, in another file's initialiser.)
     if (!op || name.name.rfind("aten::", 0) != 0 || has_policy(name, Policy::kKeepWrapper) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        has_policy(name, Policy::kOwnKernel) || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
       continue;
     }
     std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
