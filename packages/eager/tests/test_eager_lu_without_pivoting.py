@@ -74,6 +74,9 @@ def test_out_and_the_deprecated_entry_point():
             torch.empty(0, device=DEV, dtype=torch.int32))
     returned = torch.linalg.lu_factor_ex(a.to(DEV), pivot=False, out=outs)
     assert all(r is o for r, o in zip(returned, outs, strict=True))
+    cpu_outs = tuple(torch.empty(0, dtype=o.dtype) for o in outs)
+    torch.linalg.lu_factor_ex(a, out=cpu_outs)
+    assert [o.stride() for o in outs] == [o.stride() for o in cpu_outs]
     torch.testing.assert_close(outs[0].cpu(), torch.linalg.lu_factor(a).LU)
     lu, pivots = torch.lu(a.to(DEV), pivot=False)
     torch.testing.assert_close(lu.cpu(), outs[0].cpu())

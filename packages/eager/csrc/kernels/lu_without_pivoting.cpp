@@ -50,7 +50,8 @@ void finish(torch::jit::Stack* stack, size_t n, bool out, std::initializer_list<
     auto outs = torch::jit::last(*stack, results.size());
     for (size_t i = 0; i < returned.size(); ++i) {
       const at::Tensor& o = outs[i].toTensor();
-      at::native::resize_output(o, returned[i].sizes());
+      // As a structured kernel's out: a resized out takes the result's layout (LU's is column-major).
+      if (at::native::resize_output(o, returned[i].sizes())) o.as_strided_(returned[i].sizes(), returned[i].strides());
       o.copy_(returned[i]);
       returned[i] = o;
     }
