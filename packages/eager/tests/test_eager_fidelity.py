@@ -487,11 +487,14 @@ def test_a_cpu_tensor_may_be_read_as_a_scalar_or_an_index_but_never_written(case
 @pytest.mark.parametrize("indexed, index", [("cpu", "openreg"), ("openreg", "openreg:1")])
 def test_indices_on_another_device_fail_as_indexing_reports_it(indexed, index):
     """Indexing checks its indices' device first, naming the indexed tensor's device, as it does on CUDA."""
-    x = torch.arange(4.0, device=indexed)
-    for i in (torch.tensor([0, 2], device=index), torch.tensor([True, False, True, False], device=index)):
+    x = torch.arange(24.0, device=indexed).reshape(2, 4, 3)
+    i = torch.tensor([0, 2], device=index)
+    # `:` and `None` leave slots of the index list empty, and a CPU index may sit beside the wrong one.
+    for where in ((i,), (torch.tensor([True, False], device=index),), (slice(None), i, None, 0),
+                  (slice(None), torch.tensor([1, 3]), None, i)):
         with pytest.raises(RuntimeError, match=re.escape(
                 f"indices should be either on cpu or on the same device as the indexed tensor ({x.device})")):
-            x[i]
+            x[where]
 
 
 # What CPU autocast leaves alone on CUDA, it leaves alone on openreg: the CPU kernels openreg runs, at the

@@ -221,7 +221,8 @@ const bool g_structured = [] {
 void check_index_devices(c10::ArrayRef<c10::IValue> args) {
   const c10::Device self = args[0].toTensor().device();
   for (const c10::IValue& index : args[1].toListRef()) {
-    if (!index.isTensor()) continue;
+    // A slot that `:` or `None` leaves (x[:, i, None, j]) arrives as an undefined tensor.
+    if (!index.isTensor() || !index.toTensor().defined()) continue;
     const c10::Device d = index.toTensor().device();
     TORCH_CHECK(d.is_cpu() || d == self, "indices should be either on ", c10::kCPU,
                 " or on the same device as the indexed tensor (", self, ")");
