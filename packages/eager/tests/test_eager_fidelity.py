@@ -93,6 +93,39 @@ def test_errors_are_raised_at_the_call_after_a_good_call_of_the_same_op(case):
     assert_same_outcome(fn)
 
 
+def _after_a_good_call(op, bad):
+    def fn(d):
+        op(torch.eye(4, device=d) * 2)  # the signature is known: a later call may be queued
+        x = bad.to(d)
+        for _ in range(6):  # past the short ops that run at the call after a read
+            x = x + 0
+        return op(x)
+
+    return fn
+
+
+# What LAPACK finds in the values: CUDA reads its status on the host at the call, and raises there.
+LAPACK_STATUS = {
+    "cholesky, not positive-definite": _after_a_good_call(torch.cholesky, -torch.eye(4)),
+    "cholesky_inverse, zero diagonal": _after_a_good_call(torch.cholesky_inverse, torch.zeros(4, 4)),
+    "linalg.eigh, NaN": _after_a_good_call(lambda a: torch.linalg.eigh(a)[0], torch.full((4, 4), float("nan"))),
+    "linalg.svdvals, NaN": _after_a_good_call(torch.linalg.svdvals, torch.full((4, 4), float("nan"))),
+    "linalg.pinv, NaN": _after_a_good_call(torch.linalg.pinv, torch.full((4, 4), float("nan"))),
+    "linalg.cholesky, not positive-definite": _after_a_good_call(torch.linalg.cholesky, -torch.eye(4)),
+    "linalg.inv, singular": _after_a_good_call(torch.linalg.inv, torch.zeros(4, 4)),
+}
+
+
+@pytest.mark.parametrize("case", LAPACK_STATUS)
+def test_what_lapack_finds_in_the_values_raises_at_the_call(case):
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # torch.cholesky's deprecation warns once per process, for both devices together
+    try:
+        assert_same_outcome(LAPACK_STATUS[case])
+    finally:
+        torch.set_warn_always(always)
+
+
 def test_a_data_dependent_error_keeps_its_type_when_raised_at_a_later_sync():
     """An index checked by the kernel (as by CUDA's device-side assert) may fail later, but as an IndexError that
     names the op, once, leaving the device usable."""
@@ -132,6 +165,34 @@ VALUES = {
 @pytest.mark.parametrize("case", VALUES)
 def test_values_are_the_cpus(case):
     assert_same_outcome(VALUES[case])
+
+
+def _transposed_grad(d):
+    return torch.arange(6.0, device=d).view(2, 3).t()
+
+
+def _vjp_with_transposed_grad(op):
+    def fn(d):
+        x = torch.linspace(-1, 1, 6, device=d).view(3, 2).requires_grad_()
+        return torch.autograd.grad(op(x, -1), x, _transposed_grad(d))[0]
+
+    return fn
+
+
+# Python meta kernels that lay a result out otherwise than the CPU kernel, whose out= form writes it as if
+# contiguous: the values, and the layout, are the CPU's functional kernel's.
+META_LAYOUTS = {
+    "_log_softmax_backward_data": lambda d: torch.ops.aten._log_softmax_backward_data(
+        _transposed_grad(d), torch.linspace(-2, 0, 6, device=d).view(3, 2), -1, torch.float32),
+    "log_softmax vjp": _vjp_with_transposed_grad(torch.log_softmax),
+    "softmax vjp": _vjp_with_transposed_grad(torch.softmax),
+}
+
+
+@pytest.mark.parametrize("case", META_LAYOUTS)
+def test_results_take_the_cpu_kernels_layout_where_the_meta_kernel_says_otherwise(case):
+    assert_same_outcome(META_LAYOUTS[case])
+    assert_same_outcome(META_LAYOUTS[case])  # once more: the signature is known now
 
 
 def _overlap(write):

@@ -124,7 +124,12 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   wait_for_queued_work(device, op.schema().name().c_str());
   if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
   HostCall call(args, info.generator_arg, device, /*growable=*/true);
-  const bool via_out = meta != nullptr && writes_via_out(info, *meta);
+  // A first call whose meta kernel lays out a result non-contiguously runs the functional form, which shows the
+  // layout the CPU gives: some CPU out= kernels write their outputs as if contiguous, the layout ATen's own meta
+  // function asked for, where the Python meta kernel openreg works shapes out with says otherwise
+  // (_log_softmax_backward_data of a transposed gradient).
+  const bool probing = meta != nullptr && meta->verdict == Verdict::Unverified && lays_out_strided(info, *meta);
+  const bool via_out = meta != nullptr && writes_via_out(info, *meta) && !probing;
   Results results = meta != nullptr ? allocate_results(op, info, *meta, via_out ? &call : nullptr)
                                     : Results(op.schema().returns().size());
   WarningWatch watch;
@@ -162,6 +167,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   }
   if (traced != 0) trace::ran_here(openreg::current_stream(device), op.schema().name().c_str(), traced);
   bool differed = reconcile(info, args, out, results);
+  if (probing && differed) meta->functional_only = true;  // the out= kernel would write the meta kernel's layout
   if (meta != nullptr && meta->verdict == Verdict::Unverified) {
     for (size_t i = 0; i < args.size() && !differed; ++i) {
       differed = meta->written[i] && !same_shape(args[i].toTensor(), *meta->written[i]);

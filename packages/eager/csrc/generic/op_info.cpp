@@ -82,6 +82,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     info.out_variant = find_out_variant(op);
   }
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
+  info.checks_values = has_policy(schema.operator_name(), Policy::kChecksValues);
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on

@@ -28,6 +28,8 @@ struct OpInfo {
   bool has_cpu_kernel = false;
   // Index of a `training` flag that, when false, sends the op to the host, or -1.
   int host_unless_training = -1;
+  // Its CPU kernel raises on values it computed (kChecksValues): it runs at the call.
+  bool checks_values = false;
   // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
   // Per argument, which CPU tensors it takes, as on CUDA: none where it is

@@ -16,6 +16,8 @@ constexpr std::string_view kStubOfCpuAndCuda =
     "self's dtype (which overflows float16)";
 constexpr std::string_view kLuWithoutPivoting =
     "CUDA factors without pivoting, which the CPU refuses (kernels/lu_without_pivoting.cpp)";
+constexpr std::string_view kLapackStatus =
+    "its CPU kernel raises when LAPACK's status says the values allow no result; CUDA's reads that status at the call";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -30,6 +32,16 @@ constexpr OpPolicy kTable[] = {
      "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
     {"aten::_native_batch_norm_legit.*", P::kHostUnlessTraining,
      "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
+    {"aten::cholesky", P::kChecksValues, kLapackStatus},
+    {"aten::cholesky.out", P::kChecksValues, kLapackStatus},
+    {"aten::cholesky_inverse", P::kChecksValues, kLapackStatus},
+    {"aten::cholesky_inverse.out", P::kChecksValues, kLapackStatus},
+    {"aten::_linalg_eigh", P::kChecksValues, kLapackStatus},
+    {"aten::_linalg_eigh.eigenvalues", P::kChecksValues, kLapackStatus},
+    {"aten::_linalg_svd", P::kChecksValues, kLapackStatus},
+    {"aten::_linalg_svd.U", P::kChecksValues, kLapackStatus},
+    {"aten::linalg_pinv.atol_rtol_tensor", P::kChecksValues, kLapackStatus},
+    {"aten::linalg_pinv.atol_rtol_tensor_out", P::kChecksValues, kLapackStatus},
     {"aten::index.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
     {"aten::index_put.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
     {"aten::index_put_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
@@ -176,6 +188,8 @@ const char* policy_name(Policy policy) {
       return "host results";
     case P::kHostUnlessTraining:
       return "host unless training";
+    case P::kChecksValues:
+      return "checks values";
     case P::kCpuIndices:
       return "cpu indices";
     case P::kRangeFromValues:

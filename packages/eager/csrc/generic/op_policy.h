@@ -19,6 +19,10 @@ enum class Policy {
   // Batch norm in eval mode: as kHostResults (the meta kernel sizes the saved
   // statistics by channel where the CPU kernel returns them empty).
   kHostUnlessTraining,
+  // Its CPU kernel raises on what LAPACK found in the values (a matrix not
+  // positive-definite, an iteration that did not converge), as CUDA's does by
+  // reading LAPACK's status on the host: it runs at the call, synchronising.
+  kChecksValues,
   // Takes CPU tensors as its `indices` argument, as CUDA does.
   kCpuIndices,
   // With min == max its range comes from the input's values, which CUDA reads

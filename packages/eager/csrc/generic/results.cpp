@@ -2,6 +2,8 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <c10/core/Contiguity.h>
+#include <c10/util/accumulate.h>
 #include <c10/util/strides.h>
 
 #include <cstring>
@@ -90,6 +92,17 @@ bool writes_via_out(const OpInfo& info, const MetaResult& meta) {
     for (const auto& m : r) via_out = via_out && m.defined;
   }
   return via_out;
+}
+
+bool lays_out_strided(const OpInfo& info, const MetaResult& meta) {
+  for (size_t i = 0; i < meta.results.size(); ++i) {
+    if (i < info.result_alias.size() && info.result_alias[i] >= 0) continue;
+    for (const auto& m : meta.results[i]) {
+      const int64_t numel = c10::multiply_integers(m.sizes);
+      if (m.defined && !c10::_compute_contiguous<int64_t>(m.sizes, m.strides, numel)) return true;
+    }
+  }
+  return false;
 }
 
 Results allocate_results(const c10::OperatorHandle& op, const OpInfo& info, const MetaResult& meta, HostCall* call) {

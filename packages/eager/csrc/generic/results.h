@@ -35,6 +35,8 @@ void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bo
 void grow_on_device(const c10::Storage& device, const c10::Storage& host);
 // The out= overload writes results in place; it cannot skip a result.
 bool writes_via_out(const OpInfo& info, const MetaResult& meta);
+// Whether the meta kernel lays out a result it allocates other than contiguously.
+bool lays_out_strided(const OpInfo& info, const MetaResult& meta);
 // The results the meta kernel describes, allocated on the device (None for
 // one written in place: the caller holds that argument). With `call`, they
 // are its out= tensors.
