@@ -81,11 +81,13 @@ def test_a_kernel_reading_device_memory_outside_a_launch_faults_in_strict_mode_s
         from openreg_runtime import cpp_extension
         cpp_extension.load_inline("openreg_test_peek", {PEEK!r}, is_python_module=False)
         x = torch.ones(4, device="openreg")
-        print(torch.ops.badops.peek(x))  # line 6
+        # While a kernel runs, its memory is open to every thread: the read must not race the fill.
+        torch.openreg.synchronize()
+        print(torch.ops.badops.peek(x))  # line 8
     """, env={"TORCH_EXTENSIONS_DIR": extensions_dir, "OPENREG_STRICT": "1"})
     assert out.returncode != 0 and out.stdout == "", (out.stdout, out.stderr[-3000:])
     for words in ["strict mode: the host touched device memory outside a kernel or copy",
-                  "a C++ extension reads it inside openreg::ext::launch", "line 6"]:
+                  "a C++ extension reads it inside openreg::ext::launch", "line 8"]:
         assert words in out.stderr, out.stderr[-3000:]
 
 
