@@ -1,6 +1,7 @@
 #include "op_policy.h"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 namespace openreg::eager {
 namespace {
@@ -32,8 +33,10 @@ constexpr OpPolicy kTable[] = {
      "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
     {"aten::_native_batch_norm_legit.*", P::kHostUnlessTraining,
      "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 14  // torch 2.14 removed torch.cholesky's op
     {"aten::cholesky", P::kChecksValues, kLapackStatus},
     {"aten::cholesky.out", P::kChecksValues, kLapackStatus},
+#endif
     {"aten::cholesky_inverse", P::kChecksValues, kLapackStatus},
     {"aten::cholesky_inverse.out", P::kChecksValues, kLapackStatus},
     {"aten::_linalg_eigh", P::kChecksValues, kLapackStatus},
