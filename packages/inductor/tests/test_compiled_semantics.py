@@ -322,3 +322,24 @@ def test_strict_mode_compiled_kernels_open_device_memory():
     described = f"exit {out.returncode}\nstdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
     assert out.stdout.splitlines() == ["strict ok"], described
     assert out.returncode == -signal.SIGSEGV, described
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("device", ["cpu", DEVICE])
+def test_a_checkpointed_region_recomputes_the_dropout_mask_its_forward_drew(device, backend):
+    """The partitioner saves the RNG state before a checkpointed region's random op and restores it for the
+    recomputation in the backward (torch's rng_prims), as on CUDA: the gradient is zero exactly where the forward
+    dropped an element."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(x):
+        return torch.nn.functional.dropout(x * 2, p=0.5, training=True)
+
+    compiled = torch.compile(lambda x: checkpoint(block, x, use_reentrant=False), backend=backend)
+    torch.manual_seed(0)
+    x = torch.rand(64, 64, device=device).add_(0.5).requires_grad_()
+    out = compiled(x)
+    out.backward(torch.ones_like(out))
+    kept = (out != 0).cpu()
+    assert 0 < kept.sum() < kept.numel()
+    torch.testing.assert_close(x.grad.cpu(), kept * 4.0, rtol=0, atol=0)  # 2 / (1 - p) where kept, else 0

@@ -72,6 +72,14 @@ DLPack, which torch gives a PrivateUse1 device under its default name only:
     torch's C++ exports and imports as the kDLExtDev device it means for PrivateUse1. An openreg tensor it refuses
     gets (kDLExtDev, index); releases that answer are left to.
 
+Random ops that torch.compile replays, which torch replays on its own devices only:
+
+14. `torch._prims.rng_prims`' `run_and_save_rng_state` and `run_with_rng_state` (the partitioner wraps the random
+    ops of a checkpointed region in them, so that the recomputation in the backward draws what the forward drew)
+    pick the device's RNG state functions from a table of CPU, CUDA, HPU and XPU: compiling a checkpointed region
+    with dropout raised "Backend not supported for openreg". On openreg they save and restore `torch.openreg`'s
+    state, as on CUDA.
+
 The device module's hand-over:
 
 11. `torch._register_device_module` refuses a second module for a device. Until openreg's layers load,
@@ -402,6 +410,46 @@ def _patch_distributed() -> None:
         _replace([dist.distributed_c10d], "_new_process_group_helper", _new_process_group_helper)
 
 
+def _save_rng_state(op, *args, **kwargs):
+    return torch.openreg.get_rng_state(), op(*args, **kwargs)
+
+
+def _run_with_rng_state(rng_state, op, *args, **kwargs):
+    current = torch.openreg.get_rng_state()
+    torch.openreg.set_rng_state(rng_state.cpu())
+    try:
+        return op(*args, **kwargs)
+    finally:
+        torch.openreg.set_rng_state(current)
+
+
+def _patch_rng_prims() -> None:
+    from torch._C import DispatchKey
+    from torch._higher_order_ops.utils import registered_hop_fake_fns
+    from torch._prims import rng_prims
+
+    # Per operator: its openreg implementation, how many leading arguments come before the op's own, and whether
+    # its fake implementation asks the device (restoring a state is skipped on fake tensors).
+    for hop, impl, skip, fake_asks in ((rng_prims.run_and_save_rng_state, _save_rng_state, 1, True),
+                                       (rng_prims.run_with_rng_state, _run_with_rng_state, 2, False)):
+        if DispatchKey.PrivateUse1 in hop.py_kernels:
+            continue
+
+        def on_openreg(original, impl=impl, skip=skip):
+            @functools.wraps(original)
+            def select(*args, **kwargs):
+                on = rng_prims.get_device(args[skip:], kwargs) == "openreg"
+                return (impl if on else original)(*args, **kwargs)
+
+            return select
+
+        hop.py_impl(DispatchKey.PrivateUse1)(impl)
+        hop.py_kernels[DispatchKey.BackendSelect] = on_openreg(hop.py_kernels[DispatchKey.BackendSelect])
+        if fake_asks:
+            registered_hop_fake_fns[hop] = on_openreg(registered_hop_fake_fns[hop])
+        hop._dispatch_cache.clear()
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
@@ -444,6 +492,7 @@ def install(load_layers: Callable[[], None]) -> None:
         _replace([torch.Tensor], "__dlpack_device__", _dlpack_device)
         _patch_multiprocessing()
         _patch_distributed()
+        _patch_rng_prims()
         if not any(isinstance(finder, _Watcher) for finder in sys.meta_path):
             sys.meta_path.insert(0, _Watcher())
         for name, patch in WATCHED.items():
