@@ -70,7 +70,10 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     if (alias >= 0 && !(r.alias_info()->isWrite())) aliases_input = true;
   }
   info.view = aliases_input && !mutates;
-  if (has_policy(schema.operator_name(), Policy::kHostResults)) info.host_result = true;
+  if (has_policy(schema.operator_name(), Policy::kHostResults) ||
+      has_policy(schema.operator_name(), Policy::kChecksValues)) {
+    info.host_result = true;
+  }
   if (has_policy(schema.operator_name(), Policy::kHostUnlessTraining)) {
     info.host_unless_training = schema.argumentIndexWithName("training").value_or(-1);
   }
@@ -82,7 +85,6 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     info.out_variant = find_out_variant(op);
   }
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
-  info.checks_values = has_policy(schema.operator_name(), Policy::kChecksValues);
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on

@@ -14,7 +14,8 @@ struct OpInfo {
   // Results alias an input without writing it (view ops): they share memory.
   bool view = false;
   // Some result is not a tensor (bool, int, float...), so the host needs its
-  // value, or the meta kernel cannot be trusted to describe the results.
+  // value, the meta kernel cannot be trusted to describe the results, or the
+  // kernel raises on values it computed (kChecksValues).
   bool host_result = false;
   // Per result, the argument it aliases (in-place and out= ops), or -1.
   std::vector<int> result_alias;
@@ -28,8 +29,6 @@ struct OpInfo {
   bool has_cpu_kernel = false;
   // Index of a `training` flag that, when false, sends the op to the host, or -1.
   int host_unless_training = -1;
-  // Its CPU kernel raises on values it computed (kChecksValues): it runs at the call.
-  bool checks_values = false;
   // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
   // Per argument, which CPU tensors it takes, as on CUDA: none where it is
