@@ -29,6 +29,8 @@ NOT_COMPUTED = {
 }
 # Computed by a kernel of openreg's own, not by widening (test_eager_complex_nansum.py).
 OWN_KERNEL = {"nansum", "nanmean"}
+# Computed widened, as on CUDA, though the CPU also computes them in the narrow dtype (kernels/normalization.cpp).
+WIDENED_BY_OWN_KERNEL = {"nn.functional.batch_norm"}
 
 
 def _computed(op, dtype):
@@ -69,12 +71,12 @@ def _tensors(out):
 
 
 def _expected(op, sample, dtype, result_dtypes, grad=False):
-    """The CPU's results (with `grad`, the input's gradient): in the dtype itself where it computes it,
-    otherwise in the wider type, rounded."""
+    """The CPU's results (with `grad`, the input's gradient): in the dtype itself where it computes it and
+    openreg does not widen it as CUDA does, otherwise in the wider type, rounded."""
     wide = sample.transform(lambda t: _widen(t, dtype))
     if wide.kwargs.get("dtype") == dtype:
         wide.kwargs["dtype"] = WIDER[dtype]
-    for s in (sample, wide):
+    for s in (wide,) if op.name in WIDENED_BY_OWN_KERNEL else (sample, wide):
         leaf = s.input.detach().requires_grad_(grad)
         try:
             out = _tensors(op(leaf, *s.args, **s.kwargs))
@@ -130,10 +132,9 @@ def test_its_gradients_too(op, dtype):
     [
         lambda x: torch.log1p(x.to(torch.complex32)),  # CUDA lists no complex32 log1p
         lambda x: torch.cumsum(x.to(torch.complex32), 0),
-        lambda x: torch.histc(x.real.to(torch.int64), bins=4),  # CUDA computes it; openreg does not (README)
         lambda x: torch.fft.rfft(x.real.half()),  # torch accepts float16 FFTs of CUDA tensors only
     ],
-    ids=["log1p-complex32", "cumsum-complex32", "histc-int64", "rfft-float16"],
+    ids=["log1p-complex32", "cumsum-complex32", "rfft-float16"],
 )
 def test_what_openreg_does_not_compute_raises_the_cpus_error(call):
     x = torch.randn(8, dtype=torch.complex64)
@@ -143,3 +144,48 @@ def test_what_openreg_does_not_compute_raises_the_cpus_error(call):
             call(x)
         with pytest.raises(on_cpu.type, match=f"^{re.escape(str(on_cpu.value))}$"):
             call(x.to("openreg")).cpu()
+
+
+def _integer_histc_reference(x, bins, low, high):
+    """CUDA's integer histc: the range truncated to x's type (read from the values when empty, then widened by
+    one each way if still empty), binned as the CPU bins float64 (exactly, for integers this small)."""
+    low, high = int(torch.tensor(low).to(x.dtype)), int(torch.tensor(high).to(x.dtype))
+    if low == high and x.numel():
+        low, high = int(x.min()), int(x.max())
+    if low == high:
+        low, high = low - 1, high + 1
+    return torch.histc(x.double(), bins, low, high).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize(
+    ("bins", "low", "high"),
+    [(4, 0, 0), (5, 1.7, 8.9), (3, 2, 5), (7, 0, 100), (1, 0, 10)],
+    ids=["range-from-values", "truncated-range", "values-outside", "wide", "one-bin"],
+)
+def test_integer_histc_bins_as_cuda_does(dtype, bins, low, high):
+    x = torch.randint(0, 12, (40,), generator=torch.Generator().manual_seed(bins)).to(dtype)
+    expected = _integer_histc_reference(x, bins, low, high)
+    assert torch.equal(torch.histc(x.to("openreg"), bins, low, high).cpu(), expected)
+    out = torch.empty(0, dtype=dtype, device="openreg")
+    torch.histc(x.to("openreg"), bins, low, high, out=out)
+    assert torch.equal(out.cpu(), expected)
+
+
+@pytest.mark.parametrize(
+    ("x", "bins", "low", "high", "message"),
+    [
+        (torch.arange(4), 0, 0, 3, "torch.histc: bins must be > 0, but got 0"),
+        (torch.arange(4), 4, 3, 1, "torch.histc: max must be larger than min"),
+        (torch.arange(4, dtype=torch.int8), 4, 0, 300, "value cannot be converted to type int8_t without overflow"),
+    ],
+    ids=["no-bins", "reversed-range", "range-outside-the-type"],
+)
+def test_integer_histc_refuses_what_cuda_refuses(x, bins, low, high, message):
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        torch.histc(x.to("openreg"), bins, low, high)
+
+
+def test_an_empty_integer_histc_counts_nothing():
+    x = torch.empty(0, dtype=torch.int32, device="openreg")
+    assert torch.equal(torch.histc(x, 3).cpu(), torch.zeros(3, dtype=torch.int32))

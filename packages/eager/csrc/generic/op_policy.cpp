@@ -19,20 +19,26 @@ constexpr std::string_view kLuWithoutPivoting =
     "CUDA factors without pivoting, which the CPU refuses (kernels/lu_without_pivoting.cpp)";
 constexpr std::string_view kLapackStatus =
     "its CPU kernel raises when LAPACK's status says the values allow no result; CUDA's reads that status at the call";
+constexpr std::string_view kEmbeddingBagResults =
+    "the CPU kernel sizes offset2bag, bag_size and max_indices otherwise than the meta kernel and CUDA; openreg's "
+    "own kernel resizes them as CUDA does (kernels/embedding_bag.cpp)";
+constexpr std::string_view kEvalBatchNormStats =
+    "in eval mode the CPU kernel returns save_mean/save_invstd empty where the meta kernel and CUDA size them by "
+    "channel; openreg's own kernel fills them as CUDA does (kernels/normalization.cpp)";
+constexpr std::string_view kCudaStats =
+    "it saves the statistics CUDA saves, which the meta kernel assumes (kernels/normalization.cpp)";
+constexpr std::string_view kIntegerHistc =
+    "CUDA bins integer inputs, which the CPU's kernel refuses (kernels/histc.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
 constexpr OpPolicy kTable[] = {
     {"aten::_native_multi_head_attention.*", P::kHostResults,
      "its meta kernel returns an empty attention-weights tensor where the CPU kernel returns none"},
-    {"aten::_embedding_bag.*", P::kHostResults,
-     "its meta kernel leaves offset2bag and bag_size empty where the CPU kernel fills them"},
-    {"aten::_embedding_bag_forward_only.*", P::kHostResults,
-     "its meta kernel leaves offset2bag and bag_size empty where the CPU kernel fills them"},
-    {"aten::native_batch_norm.*", P::kHostUnlessTraining,
-     "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
-    {"aten::_native_batch_norm_legit.*", P::kHostUnlessTraining,
-     "in eval mode its meta kernel sizes save_mean/save_invstd by channel; the CPU kernel returns them empty"},
+    {"aten::_embedding_bag.*", P::kHostResults, kEmbeddingBagResults},
+    {"aten::_embedding_bag_forward_only.*", P::kHostResults, kEmbeddingBagResults},
+    {"aten::native_batch_norm.*", P::kHostUnlessTraining, kEvalBatchNormStats},
+    {"aten::_native_batch_norm_legit.*", P::kHostUnlessTraining, kEvalBatchNormStats},
 #if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 14  // torch 2.14 removed torch.cholesky's op
     {"aten::cholesky", P::kChecksValues, kLapackStatus},
     {"aten::cholesky.out", P::kChecksValues, kLapackStatus},
@@ -75,6 +81,23 @@ constexpr OpPolicy kTable[] = {
     {"aten::_thnn_fused_lstm_cell_backward_impl", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_gru_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_gru_cell_backward", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
+    {"aten::_embedding_bag", P::kOwnKernel, kEmbeddingBagResults},
+    {"aten::_embedding_bag_forward_only", P::kOwnKernel, kEmbeddingBagResults},
+    {"aten::native_layer_norm", P::kOwnKernel, kCudaStats},
+    {"aten::native_layer_norm_backward", P::kOwnKernel, kCudaStats},
+    {"aten::native_batch_norm", P::kOwnKernel, kCudaStats},
+    {"aten::native_batch_norm_backward", P::kOwnKernel, kCudaStats},
+    {"aten::batch_norm_backward", P::kOwnKernel, kCudaStats},
+    {"aten::_native_batch_norm_legit", P::kOwnKernel, kCudaStats},
+    {"aten::_native_batch_norm_legit.no_stats", P::kOwnKernel, kCudaStats},
+    {"aten::_batch_norm_with_update", P::kOwnKernel, kCudaStats},
+    {"aten::_batch_norm_no_update", P::kOwnKernel,
+     "its composite kernel calls the CPU's batch norm directly, refusing other devices (kernels/normalization.cpp)"},
+    {"aten::nonzero_static", P::kOwnKernel,
+     "CUDA lays its result out column by column, as the meta kernel says; the CPU row by row "
+     "(kernels/nonzero_static.cpp)"},
+    {"aten::histc", P::kOwnKernel, kIntegerHistc},
+    {"aten::histc.out", P::kOwnKernel, kIntegerHistc},
     {"aten::_embedding_bag_backward", P::kOwnKernel,
      "ATen's own kernel, which builds a sparse gradient from the device's ops (kernels/embedding_bag.cpp)"},
     {"aten::linalg_lu_factor_ex", P::kOwnKernel, kLuWithoutPivoting},
@@ -135,10 +158,6 @@ constexpr OpPolicy kTable[] = {
     {"aten::_log_softmax_backward_data", P::kHot, kHotReason},
     {"aten::nll_loss_forward", P::kHot, kHotReason},
     {"aten::nll_loss_backward", P::kHot, kHotReason},
-    {"aten::native_batch_norm", P::kHot, kHotReason},
-    {"aten::native_batch_norm_backward", P::kHot, kHotReason},
-    {"aten::native_layer_norm", P::kHot, kHotReason},
-    {"aten::native_layer_norm_backward", P::kHot, kHotReason},
     {"aten::addcmul_", P::kHot, kHotReason},
     {"aten::addcdiv_", P::kHot, kHotReason},
     {"aten::lerp_.Scalar", P::kHot, kHotReason},

@@ -1,0 +1,214 @@
+"""Where CUDA's kernels shape an op's results otherwise than the CPU's, PyTorch's meta kernels and decompositions
+describe CUDA's for every device but the CPU, and so do fake tensors and torch.compile: openreg's results are
+CUDA's there, the same as its own meta kernel's. The values the two conventions share are the CPU's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.testing import assert_close
+
+import openreg_eager  # noqa: F401  (registers the openreg kernels)
+
+
+def _on(device, args):
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _layouts(results):
+    return [(tuple(t.shape), t.stride(), t.dtype) for t in results]
+
+
+def _openreg_matches_its_meta_kernel(fn, args):
+    """fn's results on openreg (the openreg tensors in `args` are used as they are), after checking their shapes,
+    strides and dtypes against fn on fake openreg tensors (what torch.compile traces with)."""
+    results = fn(*_on("openreg", args))
+    mode = FakeTensorMode()
+    fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in _on("openreg", args)]
+    with mode:
+        expected = fn(*fakes)
+    assert _layouts(results) == _layouts(expected)
+    return [t.cpu() for t in results]
+
+
+def _assert_at_least_as_exact(openreg, cpu, exact):
+    """For float16/bfloat16, whose CPU kernels round the statistics to the input's dtype: openreg's results,
+    computed from float32 statistics, are as close to float64's as the CPU's, give or take one rounding of the
+    largest value to the result's dtype."""
+    for mine, theirs, reference in zip(openreg, cpu, exact, strict=True):
+        assert mine.dtype == theirs.dtype
+        rounding = torch.finfo(mine.dtype).eps * reference.abs().max()
+        assert (mine.double() - reference).abs().max() <= (theirs.double() - reference).abs().max() + rounding
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_of_reduced_floats_saves_float32_statistics(dtype, affine):
+    x = torch.randn(4, 3, 8).to(dtype)
+    w, b = (torch.randn(8).to(dtype), torch.randn(8).to(dtype)) if affine else (None, None)
+    out, mean, rstd = _openreg_matches_its_meta_kernel(
+        lambda x, w, b: torch.native_layer_norm(x, [8], w, b, 1e-5), [x, w, b]
+    )
+    assert mean.dtype == rstd.dtype == torch.float32
+    widen = lambda t: None if t is None else t.float()  # noqa: E731
+    _, wide_mean, wide_rstd = torch.native_layer_norm(x.float(), [8], widen(w), widen(b), 1e-5)
+    assert_close(mean, wide_mean, rtol=0, atol=0)
+    assert_close(rstd, wide_rstd, rtol=0, atol=0)
+    assert_close(out, torch.native_layer_norm(x, [8], w, b, 1e-5)[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_layer_norm_of_reduced_floats_trains_at_least_as_exactly_as_on_the_cpu(dtype):
+    """The float32 statistics make openreg's gradients closer to float64's than the CPU's, whose backward
+    reads statistics rounded to `dtype`."""
+    grads = {}
+    for device, compute in (("cpu", dtype), ("openreg", dtype), ("cpu", torch.float64)):
+        norm = torch.nn.LayerNorm(16).to(device=device, dtype=compute)
+        x = torch.randn(6, 16, generator=torch.Generator().manual_seed(1)).to(dtype)
+        x = x.to(device, compute).requires_grad_()
+        (norm(x) * torch.arange(16.0, device=device, dtype=compute)).sum().backward()
+        grads[device, compute] = [t.grad.cpu() for t in (x, norm.weight, norm.bias)]
+    _assert_at_least_as_exact(grads["openreg", dtype], grads["cpu", dtype], grads["cpu", torch.float64])
+
+
+def _eval_batch_norms():
+    legit = torch.ops.aten._native_batch_norm_legit.default
+    no_update = torch.ops.aten._batch_norm_no_update.default
+    return {
+        "native_batch_norm": lambda x, w, b, rm, rv: torch.native_batch_norm(x, w, b, rm, rv, False, 0.1, 1e-5),
+        "_native_batch_norm_legit": lambda x, w, b, rm, rv: legit(x, w, b, rm, rv, False, 0.1, 1e-5),
+        # Its composite kernel refused every device but the CPU.
+        "_batch_norm_no_update": lambda x, w, b, rm, rv: no_update(x, w, b, rm, rv, 0.1, 1e-5)[:3],
+    }
+
+
+# (input dtype, weight and running statistics dtype)
+_BATCH_NORM_DTYPES = [
+    (torch.float32, torch.float32),
+    (torch.float64, torch.float64),
+    (torch.float16, torch.float16),
+    (torch.float16, torch.float32),
+    (torch.bfloat16, torch.bfloat16),
+]
+
+
+def _batch_norm_args(dtype, param_dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 2, 4, generator=g).to(dtype)
+    weight, bias, mean = (torch.randn(2, generator=g).to(param_dtype) for _ in range(3))
+    return [x, weight, bias, mean, (torch.rand(2, generator=g) + 0.5).to(param_dtype)]
+
+
+@pytest.mark.parametrize("op", sorted(_eval_batch_norms()))
+@pytest.mark.parametrize(("dtype", "param_dtype"), _BATCH_NORM_DTYPES, ids=str)
+def test_batch_norm_in_eval_mode_saves_the_running_statistics(op, dtype, param_dtype):
+    args = _batch_norm_args(dtype, param_dtype)
+    out, save_mean, save_invstd = _openreg_matches_its_meta_kernel(_eval_batch_norms()[op], args)
+    stats_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    running_mean, running_var = args[3], args[4]
+    assert_close(out, _eval_batch_norms()["native_batch_norm"](*args)[0])
+    assert_close(save_mean, running_mean.to(stats_dtype), rtol=0, atol=0)
+    assert_close(save_invstd, (running_var.double() + 1e-5).rsqrt().to(stats_dtype))
+
+
+def _training_batch_norms():
+    legit = torch.ops.aten._native_batch_norm_legit
+    with_update = torch.ops.aten._batch_norm_with_update.default
+    return {
+        "native_batch_norm": lambda x, w, b, rm, rv: torch.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5),
+        "_native_batch_norm_legit": lambda x, w, b, rm, rv: legit.default(x, w, b, rm, rv, True, 0.1, 1e-5),
+        "_native_batch_norm_legit.no_stats": lambda x, w, b, rm, rv: legit.no_stats(x, w, b, True, 0.1, 1e-5),
+        "_batch_norm_with_update": lambda x, w, b, rm, rv: with_update(x, w, b, rm, rv, 0.1, 1e-5)[:3],
+    }
+
+
+@pytest.mark.parametrize("op", sorted(_training_batch_norms()))
+@pytest.mark.parametrize(("dtype", "param_dtype"), _BATCH_NORM_DTYPES, ids=str)
+def test_batch_norm_in_training_saves_statistics_in_the_accumulating_type(op, dtype, param_dtype):
+    fn = _training_batch_norms()[op]
+    args = _batch_norm_args(dtype, param_dtype)
+    on_openreg = _on("openreg", args)
+    out, save_mean, save_invstd = _openreg_matches_its_meta_kernel(fn, on_openreg)
+    cpu_args = [t.clone() for t in args]
+    exact = fn(*[t.double() for t in args])[0]
+    _assert_at_least_as_exact([out], [fn(*cpu_args)[0]], [exact])
+    assert save_mean.dtype == save_invstd.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    _, wide_mean, wide_invstd = torch.native_batch_norm(*[t.double() for t in args], True, 0.1, 1e-5)
+    assert_close(save_mean.double(), wide_mean, atol=1e-6, rtol=1e-6)
+    assert_close(save_invstd.double(), wide_invstd, atol=1e-5, rtol=1e-5)
+    for updated_on_openreg, updated_on_cpu in zip(on_openreg[3:], cpu_args[3:], strict=True):  # running statistics
+        assert updated_on_openreg.dtype == param_dtype
+        assert_close(updated_on_openreg.cpu(), updated_on_cpu)
+
+
+@pytest.mark.parametrize(("dtype", "param_dtype"), _BATCH_NORM_DTYPES, ids=str)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_trains_at_least_as_exactly_as_on_the_cpu(dtype, param_dtype, training):
+    grads = {}
+    for device, compute, param_compute in (
+        ("cpu", dtype, param_dtype),
+        ("openreg", dtype, param_dtype),
+        ("cpu", torch.float64, torch.float64),
+    ):
+        norm = torch.nn.BatchNorm2d(3).to(device=device, dtype=param_compute).train(training)
+        with torch.no_grad():
+            norm.running_mean.copy_(torch.tensor([0.5, -1.0, 2.0]))
+            norm.running_var.copy_(torch.tensor([1.5, 0.25, 4.0]))
+        x = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(0)).to(dtype)
+        x = x.to(device, compute).requires_grad_()
+        (norm(x).double() + 1).pow(3).sum().backward()
+        grads[device, compute] = [t.grad.cpu() for t in (x, norm.weight, norm.bias)] + [norm.running_mean.cpu()]
+    openreg, cpu = grads["openreg", dtype], grads["cpu", dtype]
+    if dtype in (torch.float16, torch.bfloat16):
+        _assert_at_least_as_exact(openreg, cpu, grads["cpu", torch.float64])
+    else:
+        assert_close(openreg, cpu)
+
+
+_INDICES = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+_OFFSETS = torch.tensor([0, 3, 3, 5, 8])  # an empty bag, and a last offset include_last_offset reads as the end
+
+
+@pytest.mark.parametrize("op", ["_embedding_bag", "_embedding_bag_forward_only"])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sum", "mean", "max"])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_embedding_bag_sizes_its_extra_results_as_cuda(op, mode, include_last_offset):
+    fn = getattr(torch.ops.aten, op).default
+    call = lambda w, i, o: fn(w, i, o, False, mode, False, None, include_last_offset)  # noqa: E731
+    weight = torch.randn(10, 5)
+    out, offset2bag, bag_size, max_indices = _openreg_matches_its_meta_kernel(call, [weight, _INDICES, _OFFSETS])
+    cpu = call(weight, _INDICES, _OFFSETS)
+    assert_close(out, cpu[0])
+    # The CPU fills offset2bag in mean and max mode: each index's bag.
+    mean_mode = fn(weight, _INDICES, _OFFSETS, False, 1, False, None, include_last_offset)
+    assert offset2bag.tolist() == mean_mode[1].tolist() == [0, 0, 0, 2, 2, 3, 3, 3]
+    n_bags = len(cpu[0])
+    assert bag_size[:n_bags].tolist() == cpu[2][:n_bags].tolist()
+    if mode == 2:
+        assert max_indices.tolist() == cpu[3].tolist()
+
+
+@pytest.mark.parametrize(
+    ("mode", "per_sample_weights", "sparse"),
+    # per-sample weights are for mode "sum" only, sparse gradients not for "max"
+    [("sum", False, False), ("sum", True, False), ("sum", True, True), ("mean", False, True), ("max", False, False)],
+)
+def test_embedding_bag_trains_as_on_the_cpu(mode, per_sample_weights, sparse):
+    grads = {}
+    for device in ("cpu", "openreg"):
+        bag = torch.nn.EmbeddingBag(10, 4, mode=mode, sparse=sparse).to(device)
+        with torch.no_grad():
+            bag.weight.copy_(torch.arange(40.0).reshape(10, 4).sin())
+        psw = torch.linspace(0.5, 2.0, 8, device=device, requires_grad=True) if per_sample_weights else None
+        bag(_INDICES.to(device), _OFFSETS.to(device), per_sample_weights=psw).pow(2).sum().backward()
+        grads[device] = [bag.weight.grad.cpu().to_dense()] + ([psw.grad.cpu()] if psw is not None else [])
+    for cpu, openreg in zip(grads["cpu"], grads["openreg"], strict=True):
+        assert_close(openreg, cpu)
+
+
+@pytest.mark.parametrize("size", [0, 3, 8])
+def test_nonzero_static_lays_its_result_out_by_column(size):
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    (result,) = _openreg_matches_its_meta_kernel(lambda t: (torch.nonzero_static(t, size=size, fill_value=-7),), [x])
+    assert result.tolist() == torch.nonzero_static(x, size=size, fill_value=-7).tolist()
