@@ -1,6 +1,7 @@
 """Sync debug mode on ops: those whose result depends on the data (nonzero, boolean masks, a Python scalar) block
 the host on openreg as on CUDA and are reported; ops that queue are not, their first call included (openreg runs
-it at the call to raise its checks there, which CUDA does not do)."""
+it at the call to raise its checks there, which CUDA does not do), and neither are ops openreg runs on the host
+where CUDA queues them."""
 
 from __future__ import annotations
 
@@ -39,3 +40,13 @@ def test_queued_ops_are_not_reported_even_on_their_first_call():
     x = torch.randn(7, 3, device="openreg")
     # Shapes seen nowhere else in the tests: these are first calls, run at the call.
     assert _reported(lambda: (x.sin() * 3).sum(dim=1).softmax(dim=0).cumsum(0)) == []
+
+
+def test_ops_openreg_runs_on_the_host_where_cuda_queues_them_are_not_reported():
+    bn = torch.nn.BatchNorm2d(3).to("openreg").eval()
+    bag = torch.nn.EmbeddingBag(10, 3).to("openreg")
+    attention = torch.nn.MultiheadAttention(4, 2, batch_first=True).to("openreg").eval()
+    x, q = torch.randn(2, 3, 4, 4, device="openreg"), torch.randn(2, 5, 4, device="openreg")
+    indices, offsets = torch.tensor([1, 2, 3, 4], device="openreg"), torch.tensor([0, 2], device="openreg")
+    with torch.inference_mode():  # the fast path: _native_multi_head_attention
+        assert _reported(lambda: (bn(x), bag(indices, offsets), attention(q, q, q, need_weights=False))) == []

@@ -300,7 +300,7 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   // The result's shape or value depends on the data (nonzero, a mask, a
   // Python scalar result), or the kernel raises on what it computed (LAPACK's
   // status): the host waits for the device, as on CUDA.
-  glue::on_host_sync(op.schema().name().c_str());
+  if (!info.host_unlike_cuda) glue::on_host_sync(op.schema().name().c_str());
   return run_at_call(op, args, info, device, nullptr);
 }
 

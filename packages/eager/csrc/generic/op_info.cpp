@@ -77,6 +77,8 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   if (has_policy(schema.operator_name(), Policy::kHostUnlessTraining)) {
     info.host_unless_training = schema.argumentIndexWithName("training").value_or(-1);
   }
+  info.host_unlike_cuda = has_policy(schema.operator_name(), Policy::kHostResults) ||
+                          has_policy(schema.operator_name(), Policy::kHostUnlessTraining);
   // Only structured ops' out= kernels are guaranteed to agree with their meta
   // kernels and functional forms; hand-written ones may resize their outputs or
   // fill them differently (batch_norm, mse_loss, lstsq).

@@ -29,6 +29,10 @@ struct OpInfo {
   bool has_cpu_kernel = false;
   // Index of a `training` flag that, when false, sends the op to the host, or -1.
   int host_unless_training = -1;
+  // It runs on the host for openreg's reasons alone (a kHostResults or
+  // kHostUnlessTraining row) where CUDA queues it: the sync debug mode, which
+  // reports what blocks on CUDA, does not report it.
+  bool host_unlike_cuda = false;
   // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
   // Per argument, which CPU tensors it takes, as on CUDA: none where it is
