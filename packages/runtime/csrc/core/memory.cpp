@@ -17,6 +17,7 @@ namespace openreg {
 namespace {
 
 constexpr std::size_t kPage = 4096;
+constexpr std::size_t kMinBlock = 512;  // CUDA's kMinBlockSize
 constexpr std::size_t kSpareNodes = 64;
 
 // A block moves between the live and the cached maps at every allocation and
@@ -66,7 +67,11 @@ int stream_of(int64_t owner) { return owner >= 0 ? static_cast<int>(owner) : 0; 
 
 }  // namespace
 
-std::size_t round_size(std::size_t nbytes) { return std::max(kPage, (nbytes + kPage - 1) / kPage * kPage); }
+std::size_t round_size(std::size_t nbytes) {
+  return std::max(kMinBlock, (nbytes + kMinBlock - 1) / kMinBlock * kMinBlock);
+}
+
+std::size_t mapped_size(std::size_t size) { return std::max(kPage, (size + kPage - 1) / kPage * kPage); }
 
 uint64_t allocation_clock() { return g_allocations.load(std::memory_order_relaxed); }
 
@@ -161,12 +166,13 @@ void DeviceMemory::cache(std::unique_ptr<Block> b) {
 
 void DeviceMemory::unmap(const Block& b) {
   if (sanitizer::on()) sanitizer::unmapped(b.ptr);
-  detail::unmap_segment(b.ptr, b.size);
+  const std::size_t mapped = mapped_size(b.size);
+  detail::unmap_segment(b.ptr, mapped);
   if (g_journal.load(std::memory_order_relaxed)) {
-    notes_.push_back({SegmentNote::kUnmapped, reinterpret_cast<uintptr_t>(b.ptr), b.size, stream_of(b.stream)});
+    notes_.push_back({SegmentNote::kUnmapped, reinterpret_cast<uintptr_t>(b.ptr), mapped, stream_of(b.stream)});
   }
   bump(stats_.segment, b.size, -1);
-  bump(stats_.reserved_bytes, b.size, -int64_t(b.size));
+  bump(stats_.reserved_bytes, b.size, -int64_t(mapped));
   ++stats_.num_device_free;
 }
 
@@ -191,7 +197,7 @@ void DeviceMemory::release_pool(uint64_t pool) {
 
 void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
   check_not_forked();
-  const std::size_t size = round_size(nbytes);
+  const std::size_t size = round_size(nbytes), mapped = mapped_size(size);
   const uint64_t pool = capture_pool(get_stream(device_, stream));
   const Owner owner = pool != 0 ? -static_cast<Owner>(pool) : stream;
   for (int attempt = 0;; ++attempt) {
@@ -203,15 +209,15 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
       // drained, so the cache is released only on the retry.
       if (attempt > 0) release_cached();
       const auto limit = static_cast<std::size_t>(fraction() * static_cast<double>(capacity()));
-      if (stats_.reserved_bytes[StatType::Aggregate].current + size <= limit) {
-        void* p = detail::map_segment(size, device_);
+      if (stats_.reserved_bytes[StatType::Aggregate].current + mapped <= limit) {
+        void* p = detail::map_segment(mapped, device_);
         if (p != nullptr) {
           auto b = std::make_unique<Block>(Block{p, size, nbytes, owner, 0, {}});
           bump(stats_.segment, size, 1);
-          bump(stats_.reserved_bytes, size, int64_t(size));
+          bump(stats_.reserved_bytes, size, int64_t(mapped));
           ++stats_.num_device_alloc;
           if (g_journal.load(std::memory_order_relaxed)) {
-            notes_.push_back({SegmentNote::kMapped, reinterpret_cast<uintptr_t>(p), size, stream});
+            notes_.push_back({SegmentNote::kMapped, reinterpret_cast<uintptr_t>(p), mapped, stream});
           }
           count_alloc(*b, true);
           make_live(std::move(b));

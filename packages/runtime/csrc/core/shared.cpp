@@ -34,7 +34,7 @@ SharedMemory map(int device, int fd, std::size_t size) {
 
 SharedMemory create_shared(int device, std::size_t size) {
   check_device(device);
-  size = round_size(size);
+  size = mapped_size(size);
   const int fd = memfd_create("openreg-shared", MFD_CLOEXEC);
   if (fd < 0) throw Error(os_error("creating shared openreg memory (memfd_create)"));
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
@@ -53,7 +53,7 @@ SharedMemory open_shared(int device, int fd, std::size_t size) {
     throw Error("the shared openreg memory received is smaller than the " + std::to_string(size) +
                 " bytes the sender described: the sending process may have exited or sent a corrupt handle");
   }
-  return map(device, fd, round_size(size));
+  return map(device, fd, mapped_size(size));
 }
 
 void close_shared(const SharedMemory& m) {

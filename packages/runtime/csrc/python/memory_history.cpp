@@ -76,10 +76,23 @@ py::dict snapshot() {
       block["requested_size"] = active ? b.requested : 0;
       block["state"] = state_name(b.state);
       frames.add(block, active ? glue::history::stack_of(b.ptr) : nullptr);
+      // The rest of the block's pages, as CUDA shows what a segment holds beyond its blocks.
+      py::list blocks;
+      blocks.append(block);
+      const std::size_t mapped = mapped_size(b.size);
+      if (mapped > b.size) {
+        py::dict rest;
+        rest["address"] = reinterpret_cast<uintptr_t>(b.ptr) + b.size;
+        rest["size"] = mapped - b.size;
+        rest["requested_size"] = 0;
+        rest["state"] = "inactive";
+        rest["frames"] = py::list();
+        blocks.append(rest);
+      }
       py::dict seg;
       seg["device"] = device;
       seg["address"] = reinterpret_cast<uintptr_t>(b.ptr);
-      seg["total_size"] = b.size;
+      seg["total_size"] = mapped;
       seg["allocated_size"] = b.state == DeviceMemory::BlockInfo::kLive ? b.size : 0;
       seg["active_size"] = active ? b.size : 0;
       seg["requested_size"] = active ? b.requested : 0;
@@ -88,7 +101,7 @@ py::dict snapshot() {
       seg["segment_pool_id"] = py::make_tuple(0, b.owner < 0 ? -b.owner : 0);
       seg["is_expandable"] = false;
       seg["frames"] = py::list();
-      seg["blocks"] = py::make_tuple(block);
+      seg["blocks"] = blocks;
       segments.append(seg);
     }
     traces.append(py::list());

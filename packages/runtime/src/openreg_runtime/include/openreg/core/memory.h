@@ -77,8 +77,8 @@ class DeviceMemory {
   // Synchronises the device and returns every cached block to the host.
   void empty_cache();
   MemoryStats stats();
-  // Every block the allocator holds, live or cached (each is a segment of
-  // its own: openreg splits no block), for memory snapshots.
+  // Every block the allocator holds, live or cached (each in a segment of its
+  // own, mapped_size(size) long: openreg splits no segment), for memory snapshots.
   struct BlockInfo {
     void* ptr;
     std::size_t size, requested;
@@ -140,7 +140,11 @@ class DeviceMemory {
 DeviceMemory& device_memory(int device);
 // The largest block of the small pool (statistics count blocks in two pools, as CUDA's).
 constexpr std::size_t kSmallBlock = 1 << 20;
-// Size a request is rounded to (whole pages, so strict mode can protect it).
+// The size of the block a request gets, which the statistics count: CUDA's
+// rounding, up to a multiple of 512 bytes.
 std::size_t round_size(std::size_t nbytes);
+// The memory mapped for a block (its segment): whole pages, so that strict
+// mode can protect it.
+std::size_t mapped_size(std::size_t size);
 
 }  // namespace openreg
