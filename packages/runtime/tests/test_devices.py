@@ -374,10 +374,14 @@ def test_storage_openreg_methods(two_devices):
     assert_close(t.cpu(), cpu)
 
 
-def test_accelerator_device_capability_lists_the_dtypes_openreg_holds(two_devices):
+def test_accelerator_device_capability_lists_cudas_dtypes_each_converting_to_each_other(two_devices):
+    cuda = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.float16, torch.bfloat16}
+    cuda |= {torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128}
     for device in (None, "openreg:1", 1):
-        dtypes = torch.accelerator.get_device_capability(device)["supported_dtypes"]
-        expected = {torch.float32, torch.float64, torch.bfloat16, torch.complex64, torch.bool, torch.int8, torch.qint8}
-        assert expected <= set(dtypes)
+        assert set(torch.accelerator.get_device_capability(device)["supported_dtypes"]) == cuda
+    for source in cuda:
+        x = torch.ones(4, dtype=source, device="openreg:1")
+        for target in cuda:
+            assert x.to(target).cpu().tolist() == torch.ones(4, dtype=source).to(target).tolist(), (source, target)
     with pytest.raises(RuntimeError, match="openreg"):
         torch.accelerator.get_device_capability(5)

@@ -214,6 +214,25 @@ def test_unbroadcastable_device_copy_raises_at_the_call(where, two_devices):
     assert leftover is None, f"the bad copy was reported later, at an unrelated synchronize: {leftover}"
 
 
+@pytest.mark.parametrize(
+    ("src_dtype", "dst_dtype"),
+    [(torch.bits16, torch.int16), (torch.float32, torch.uint3), (torch.uint3, torch.float32),
+     (torch.complex64, torch.uint3)],
+    ids=str,
+)
+@pytest.mark.parametrize("route", ["openreg", "openreg to openreg:1", "host to openreg", "openreg to host"])
+def test_a_conversion_the_cpu_refuses_raises_at_the_call_as_on_the_cpu(src_dtype, dst_dtype, route, two_devices):
+    src_device, dst_device = {"openreg": ("openreg", "openreg"), "openreg to openreg:1": ("openreg", "openreg:1"),
+                              "host to openreg": ("cpu", "openreg"), "openreg to host": ("openreg", "cpu")}[route]
+    with pytest.raises(NotImplementedError) as on_cpu:
+        torch.empty(4, dtype=dst_dtype).copy_(torch.empty(4, dtype=src_dtype))
+    dst = torch.empty(4, dtype=dst_dtype, device=dst_device)
+    with pytest.raises(NotImplementedError, match=f"^{re.escape(str(on_cpu.value))}$"):
+        dst.copy_(torch.empty(4, dtype=src_dtype, device=src_device))
+    torch.openreg.synchronize(0)  # nothing left to fail later
+    torch.openreg.synchronize(1)
+
+
 def test_pageable_source_can_be_reused_immediately():
     src = torch.arange(1000.0)
     expect = src.clone()

@@ -3,10 +3,15 @@
 // to or from pageable host memory waits for itself, one to or from pinned
 // memory with non_blocking=True does not (as on CUDA).
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
 
 #include "openreg/core/graph.h"
 #include "openreg/glue/allocator.h"
@@ -42,6 +47,32 @@ void to_or_from_host(c10::DeviceIndex device, const char* name, Touch on_device,
     on_host_sync(name);
     run_in_order(device, name, {on_device}, copy);
   }
+}
+
+// The CPU's copy kernel refuses some conversions (to or from bit, sub-byte and
+// bare quantized dtypes), as CUDA's does, by the dtypes alone: the refusal is
+// raised at the call, found by converting one CPU element of the same dtypes
+// the first time a pair is seen.
+void check_converts(const at::Tensor& src, const at::Tensor& dst) {
+  // A complex source is tried as its real type: dropping an imaginary part warns
+  // once per process, which belongs to the real copy.
+  const auto from = warns(src, dst) ? c10::toRealValueType(src.scalar_type()) : src.scalar_type();
+  const auto to = dst.scalar_type();
+  if (from == to) return;
+  static std::array<std::atomic<bool>, c10::NumScalarTypes * c10::NumScalarTypes> converts{};
+  std::atomic<bool>& known = converts[static_cast<int>(from) * c10::NumScalarTypes + static_cast<int>(to)];
+  if (known.load(std::memory_order_relaxed)) return;
+  struct Quiet : c10::WarningHandler {
+    void process(const c10::Warning&) override {}
+  } quiet;
+  c10::WarningUtils::WarningHandlerGuard guard(&quiet);  // what the trial says is not the caller's
+  auto one = [](c10::ScalarType dtype) {
+    at::Tensor t(at::detail::empty_cpu({1}, dtype, std::nullopt, std::nullopt, std::nullopt, std::nullopt));
+    std::memset(t.mutable_data_ptr(), 0, t.nbytes());
+    return t;
+  };
+  one(to).copy_(one(from));
+  known.store(true, std::memory_order_relaxed);
 }
 
 // Makes `waiter` (current stream of its device) wait for the work queued so
@@ -83,6 +114,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   // The CPU's copy_ checks these before writing (its TensorIterator does).
   at::assert_no_internal_overlap(dst);
   if (self.device() == dst.device()) at::assert_no_partial_overlap(dst, self);
+  check_converts(self, dst);
   if (self.is_cpu()) {
     HostView d = HostView::of(dst);
     to_or_from_host(dst.device().index(), "copy (host to openreg)", Touch(d.data(), /*write=*/true),

@@ -112,10 +112,18 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     device_allocator()->recordStream(ptr, stream);
   }
-  // Every dtype, as CUDA's: device memory holds any, and openreg-eager has kernels for each (quantized too).
+  // What CUDA reports for a current GPU: the dtypes each of which converts to
+  // each other, as the capability promises. Quantized, bit and sub-byte dtypes
+  // are held, but convert to nothing.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     checked([&] { check_device(index(d)); });
-    return {};
+    c10::DeviceCapability capability;
+    capability.capability_data.capability_bits = 0;
+    auto& has = capability.capability_data.supported_scalar_types;
+    has.has_Byte = has.has_Char = has.has_Short = has.has_Int = has.has_Long = has.has_Bool = 1;
+    has.has_Half = has.has_BFloat16 = has.has_Float = has.has_Double = 1;
+    has.has_ComplexHalf = has.has_ComplexFloat = has.has_ComplexDouble = 1;
+    return capability;
   }
 };
 
