@@ -151,7 +151,8 @@ def _mish_grad(d):
     return x.grad.float()  # compared to float32's tolerance: bfloat16's would hide a rounding step
 
 
-# Values past the range or precision a naive composite kernel keeps: the CPU kernel's exact ones, as CUDA's.
+# Values past the range or precision a naive composite kernel keeps, or that it cannot compute at all: the CPU
+# kernel's exact ones, as CUDA's.
 VALUES = {
     "mish backward bfloat16": _mish_grad,
     "ldexp float16": lambda d: torch.ldexp(*_ldexp_half(d)),
@@ -159,6 +160,8 @@ VALUES = {
     "ldexp_ float16": lambda d: _ldexp_half(d)[0].ldexp_(_ldexp_half(d)[1]),
     "ldexp bfloat16": lambda d: torch.ldexp(torch.tensor([3.0], dtype=torch.bfloat16, device=d),
                                             torch.tensor([-130], device=d)),
+    # Its composite kernel called the CPU's DispatchStub, which has no openreg kernel (an internal assert).
+    "conj_physical_ complex64": lambda d: torch.tensor([1 + 2j, -3j, 4.0], device=d).conj_physical_(),
 }
 
 

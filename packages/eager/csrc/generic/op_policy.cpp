@@ -72,6 +72,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::ldexp.out", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::ldexp_", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::mode.values", P::kBypassComposite, "its composite kernel accepts only CPU, CUDA and XPU tensors"},
+    {"aten::conj_physical_", P::kBypassComposite,
+     "its composite kernel calls the CPU's DispatchStub itself, which has no kernel for openreg"},
     {"aten::mish_backward", P::kBypassComposite,
      "its composite kernel computes float16 and bfloat16 in their own precision; the CPU and CUDA kernels in float"},
     {"aten::new_empty_strided", P::kKeepWrapper,
