@@ -398,6 +398,30 @@ def test_an_op_a_kernel_calls_runs_in_place_instead_of_waiting_for_its_own_strea
     assert cpu == dev
 
 
+def _traced(fn, *example):
+    return torch.jit.trace(fn, example, check_trace=False)(*example)
+
+
+def _cube(d):
+    return torch.arange(125.0, device=d).view(5, 5, 5)
+
+
+# Index lists TorchScript builds itself (its Tensor?[] is not the canonical type object): openreg once ran the CPU
+# kernel with the indices still on the device, which it refused.
+TORCHSCRIPT_INDEXING = {
+    "traced x[i]": lambda d: _traced(lambda t, i: t[i], _cube(d), torch.tensor([1, 2], device=d)),
+    "traced x[[1, 2]]": lambda d: _traced(lambda t: t[[1, 2]], _cube(d)),
+    "traced x[i, :, j] = v": lambda d: _traced(
+        lambda t, i, j: t.index_put_((i, None, j), torch.tensor(-1.0, device=d)),
+        _cube(d), torch.tensor([0, 4], device=d), torch.tensor([3, 1], device=d)),
+}
+
+
+@pytest.mark.parametrize("case", TORCHSCRIPT_INDEXING)
+def test_torchscript_indexing_runs_as_on_the_cpu(case):
+    assert_same_outcome(TORCHSCRIPT_INDEXING[case])
+
+
 def test_launch_blocking_raises_data_dependent_errors_at_the_call_with_their_type():
     """A queued op (too long to run at the call) raises its kernel's error at the call, naming the op; a short op
     on an idle stream runs at the call anyway, and raises the CPU's own error."""

@@ -33,6 +33,7 @@
 #include "openreg/glue/launch.h"
 #include "openreg/glue/sync_debug.h"
 #include "results.h"
+#include "tensor_lists.h"
 
 namespace openreg::eager {
 namespace {
@@ -264,6 +265,7 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
 void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack) {
   const c10::OperatorHandle& op = cpu_equivalent(called, stack);
   const size_t n = op.schema().arguments().size();
+  use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
   Results results = run_op(op, args);
   const OpInfo& info = op_info(op);

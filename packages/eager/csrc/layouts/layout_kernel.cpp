@@ -20,6 +20,7 @@
 #include "../generic/kernel.h"
 #include "../generic/op_info.h"
 #include "../generic/results.h"
+#include "../generic/tensor_lists.h"
 #include "host_tensors.h"
 #include "openreg/glue/launch.h"
 #include "registration.h"
@@ -70,6 +71,7 @@ std::string layout_of(c10::ArrayRef<c10::IValue> args) {
 
 void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
+  use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
   const c10::DeviceIndex device = common_device(op, args, op_info(op));
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
