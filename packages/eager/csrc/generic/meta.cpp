@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "openreg/glue/kernel_warnings.h"
 #include "openreg/glue/launch.h"
 #include "results.h"
 
@@ -190,9 +191,7 @@ std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10
   const std::vector<c10::IValue> inputs = stack;  // the meta arguments, to see what out= did to them
   // A probe of openreg's own: the CPU kernel gives the user its warnings (a
   // view op's meta kernel is the view op itself, `rethrow`).
-  struct Discard : c10::WarningHandler {
-    void process(const c10::Warning&) override {}
-  } discard;
+  glue::kernel_warnings::Discard discard;
   std::optional<c10::WarningUtils::WarningHandlerGuard> quiet;
   if (!rethrow) quiet.emplace(&discard);
   try {

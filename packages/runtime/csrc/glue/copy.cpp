@@ -15,6 +15,7 @@
 
 #include "openreg/core/graph.h"
 #include "openreg/glue/allocator.h"
+#include "openreg/glue/kernel_warnings.h"
 #include "openreg/glue/launch.h"
 #include "openreg/glue/sync_debug.h"
 
@@ -62,10 +63,8 @@ void check_converts(const at::Tensor& src, const at::Tensor& dst) {
   static std::array<std::atomic<bool>, c10::NumScalarTypes * c10::NumScalarTypes> converts{};
   std::atomic<bool>& known = converts[static_cast<int>(from) * c10::NumScalarTypes + static_cast<int>(to)];
   if (known.load(std::memory_order_relaxed)) return;
-  struct Quiet : c10::WarningHandler {
-    void process(const c10::Warning&) override {}
-  } quiet;
-  c10::WarningUtils::WarningHandlerGuard guard(&quiet);  // what the trial says is not the caller's
+  kernel_warnings::Discard discard;
+  c10::WarningUtils::WarningHandlerGuard guard(&discard);
   auto one = [](c10::ScalarType dtype) {
     at::Tensor t(at::detail::empty_cpu({1}, dtype, std::nullopt, std::nullopt, std::nullopt, std::nullopt));
     std::memset(t.mutable_data_ptr(), 0, t.nbytes());

@@ -28,6 +28,12 @@ class Hold : public c10::WarningHandler {
   c10::WarningHandler* previous_;
 };
 
+// Drops what this thread warns while it is the handler: for openreg's own trial
+// runs (a meta kernel, a dtype conversion), whose warnings are not the caller's.
+struct Discard : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+
 extern std::atomic<uint32_t> g_held;  // held warnings, for all threads
 void pass_on_held();
 // Passes the warnings held for this thread on to its warning handler: one
