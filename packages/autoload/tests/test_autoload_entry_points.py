@@ -126,8 +126,12 @@ INITS = ["torch.openreg.init()", "torch.openreg._lazy_init()", "import openreg; 
 
 @pytest.mark.parametrize("init", INITS)
 def test_init_starts_the_device(init):
+    # `_initialized` is torch.cuda's flag, which torch.utils.checkpoint reads from any device module.
     out = _fresh(f"""
+        before = torch.openreg._initialized
+        assert "openreg_runtime" not in sys.modules
         {init}
-        print(json.dumps({{"initialized": torch.openreg.is_initialized()}}))
+        after = [torch.openreg.is_initialized(), torch.openreg._initialized]
+        print(json.dumps({{"before": before, "initialized": after}}))
     """)
-    assert out == {"initialized": True}
+    assert out == {"before": False, "initialized": [True, True]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import openreg_eager  # noqa: F401  (registers the openreg kernels)
 
@@ -151,6 +152,27 @@ def test_fork_rng_restores_openreg_state():
         torch.rand(100, device=D0)
         _drain()
     _assert_equal(torch.openreg.get_rng_state(0), before)
+
+
+@pytest.mark.parametrize("use_reentrant", [True, False])
+@pytest.mark.parametrize("device", ["cpu", D0])
+def test_checkpoint_recomputes_the_same_dropout_masks(device, use_reentrant):
+    # torch.utils.checkpoint restores the device's RNG state for the recomputed forward only when the device
+    # module says it is initialised (`torch.<device>._initialized`); otherwise the gradients use other masks.
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(16, 16).to(device)
+    x = torch.randn(8, 16, device=device, requires_grad=True)
+
+    def forward(t):
+        return F.dropout(layer(t), 0.5, training=True)
+
+    grads = []
+    for run in (forward, lambda t: torch.utils.checkpoint.checkpoint(forward, t, use_reentrant=use_reentrant)):
+        torch.manual_seed(1)
+        run(x).sum().backward()  # reentrant checkpointing refuses torch.autograd.grad
+        grads.append(x.grad)
+        x.grad = None
+    _assert_equal(*grads)
 
 
 @pytest.mark.parametrize("name", list(ALL_DEFAULT))

@@ -193,6 +193,10 @@ class _DeviceModule(types.ModuleType):
     def is_initialized(self) -> bool:
         return _state.loaded() and _device().is_initialized()
 
+    @property
+    def _initialized(self) -> bool:  # torch.cuda's flag, which torch.utils.checkpoint reads without loading us
+        return self.is_initialized()
+
     def _is_in_bad_fork(self) -> bool:
         return _state.loaded() and _device()._is_in_bad_fork()
 

@@ -1,5 +1,8 @@
 """``torch.openreg``: the CUDA-like device module of the openreg backend."""
 
+import sys
+import types
+
 from ._devices import (
     _is_in_bad_fork,
     _lazy_init,
@@ -78,3 +81,14 @@ __all__ = [
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "set_stream_sanitizer",
     "set_sync_debug_mode", "stream", "synchronize", *STORAGE_CLASSES,
 ]
+
+
+class _DeviceModule(types.ModuleType):
+    @property
+    def _initialized(self) -> bool:
+        # torch.cuda's flag, read from any device's module: without it torch.utils.checkpoint saves no device RNG
+        # state (preserve_rng_state), and the recomputed forward draws other dropout masks than the first did.
+        return is_initialized()
+
+
+sys.modules[__name__].__class__ = _DeviceModule
