@@ -125,10 +125,11 @@ bool in_bad_fork() { return g_bad_fork.load(std::memory_order_relaxed); }
 
 void check_not_forked() {
   if (in_bad_fork()) {
+    // CUDA's words (which PyTorch's tests match for every accelerator), then why and the other way out.
     throw Error(
-        "Cannot use the openreg device in a child process forked after the parent initialised it: its worker "
-        "threads do not survive fork. Use the 'spawn' start method "
-        "(multiprocessing.set_start_method('spawn')) or start using openreg only after forking.");
+        "Cannot re-initialize openreg in forked subprocess. To use openreg with multiprocessing, you must use the "
+        "'spawn' start method (multiprocessing.set_start_method('spawn')), or start using openreg only after "
+        "forking: the device the parent initialised, and its worker threads, do not survive fork.");
   }
 }
 

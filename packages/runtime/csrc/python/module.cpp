@@ -141,6 +141,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("is_initialized", &is_initialized);
   m.def("in_bad_fork", &in_bad_fork);
+  m.def("check_not_forked", torch::wrap_pybind_function([] { glue::checked(check_not_forked); }));
   m.def(
       "synchronize", [](int device) { unlocked([&] { synchronize_device(device); }); },
       "Waits for every stream of `device` (all devices if negative).");

@@ -80,12 +80,7 @@ def _warn_if_memory_exceeds_host() -> None:
 
 
 def _lazy_init() -> None:
-    if _C.in_bad_fork():
-        raise RuntimeError(
-            "Cannot use the openreg device in a child process forked after the parent initialised it: its worker "
-            "threads do not survive fork. Use the 'spawn' start method (multiprocessing.set_start_method('spawn')) "
-            "or start using openreg only after forking."
-        )
+    _C.check_not_forked()
     if _C.config()["strict"]:  # also validates the environment
         # A host access faults: say which allocation, and where in Python (faulthandler, chained after ours).
         if not faulthandler.is_enabled():
