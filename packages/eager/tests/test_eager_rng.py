@@ -154,6 +154,31 @@ def test_fork_rng_restores_openreg_state():
     _assert_equal(torch.openreg.get_rng_state(0), before)
 
 
+@pytest.mark.parametrize("name", list(ALL_DEFAULT))
+def test_the_first_draw_after_seeding_is_the_cpus(name):
+    # Offset 0 is the CPU's engine for the seed, so tests that compare the devices under one seed (OpInfo's
+    # wrapper_set_seed) see the same numbers; later draws are openreg's own.
+    draws = []
+    for device in ("cpu", D0):
+        torch.manual_seed(7)
+        draws.append(ALL_DEFAULT[name](device))
+    _assert_equal(*draws)
+
+
+def test_each_draw_moves_the_philox_offset_and_a_saved_state_draws_again():
+    # CUDA's generator state is (seed, offset), which libraries read and set (their own Philox kernels, DTensor).
+    g = torch.Generator(device=D0).manual_seed(3)
+    first = torch.rand(100, device=D0, generator=g)
+    state = g.get_state()
+    assert g.get_offset() > 0
+    second = torch.rand(100, device=D0, generator=g)
+    assert not torch.equal(first.cpu(), second.cpu())
+    g.set_state(state)
+    _assert_equal(torch.rand(100, device=D0, generator=g), second)
+    g.set_offset(0)
+    _assert_equal(torch.rand(100, device=D0, generator=g), first)
+
+
 @pytest.mark.parametrize("use_reentrant", [True, False])
 @pytest.mark.parametrize("device", ["cpu", D0])
 def test_checkpoint_recomputes_the_same_dropout_masks(device, use_reentrant):

@@ -74,16 +74,39 @@ def test_rng_state_round_trip(two_devices):
         assert torch.equal(got, want)
 
 
-def test_generator_state_drives_the_stream_of_numbers():
-    # A generator restored to a saved state continues identically (checked on
-    # the host: the openreg generator shares the CPU generator's state format).
+def _state(seed: int, offset: int) -> torch.Tensor:
+    return torch.tensor([seed, offset], dtype=torch.int64).view(torch.uint8)
+
+
+def test_state_is_cudas_seed_and_offset():
+    # CUDA's Philox state: 8 bytes of seed, 8 of offset; set_offset as CUDA's (multiples of 4).
     g = torch.Generator(device="openreg").manual_seed(8)
-    state = g.get_state()
-    cpu = torch.Generator().set_state(state)
-    first = torch.rand(5, generator=cpu)
-    g.set_state(state)
-    assert torch.equal(g.get_state(), state)
-    assert torch.equal(torch.rand(5, generator=torch.Generator().set_state(g.get_state())), first)
+    assert torch.equal(g.get_state(), _state(8, 0)) and g.get_offset() == 0
+    g.set_offset(12)
+    assert torch.equal(g.get_state(), _state(8, 12))
+    g.set_state(_state(99, 40))
+    assert (g.initial_seed(), g.get_offset()) == (99, 40)
+    g.set_state(_state(7, 0)[:8])  # a seed alone, as older releases saved it: offset 0
+    assert (g.initial_seed(), g.get_offset()) == (7, 0)
+    g.manual_seed(3)
+    assert g.get_offset() == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (lambda g: g.set_offset(6), RuntimeError, "offset must be a multiple of 4"),
+        (lambda g: g.set_state(_state(9, 2)), RuntimeError, "offset must be a multiple of 4"),
+        (lambda g: g.set_state(torch.zeros(15, dtype=torch.uint8)), RuntimeError, "RNG state is wrong size"),
+        (lambda g: g.set_state(torch.zeros(2, dtype=torch.int64)), TypeError, "RNG state must be a torch.ByteTensor"),
+    ],
+)
+def test_bad_state_or_offset_is_refused_and_changes_nothing(change, error, message):
+    g = torch.Generator(device="openreg").manual_seed(5)
+    g.set_offset(8)
+    with pytest.raises(error, match=message):
+        change(g)
+    assert torch.equal(g.get_state(), _state(5, 8))
 
 
 def test_torch_manual_seed_seeds_openreg(two_devices):

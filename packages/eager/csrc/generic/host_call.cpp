@@ -1,6 +1,5 @@
 #include "host_call.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
@@ -14,27 +13,13 @@ namespace openreg::eager {
 
 namespace {
 
-// Takes the device generator's state for one launch and moves the generator
-// on to a state derived from it, so the next launch draws fresh numbers
-// whatever this one consumes. initial_seed() is kept.
+// The numbers of one launch, from the device generator (which moves on, so the
+// next launch draws fresh ones whatever this one consumes).
 at::Generator take_state(const at::Generator& device_generator) {
-  auto* dev = device_generator.get<at::CPUGeneratorImpl>();
-  at::Generator snapshot = at::make_generator<at::CPUGeneratorImpl>();
-  auto* snap = snapshot.get<at::CPUGeneratorImpl>();
-  std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(device_generator).mutex());
-  snap->set_engine(dev->engine());
-  snap->set_next_float_normal_sample(dev->next_float_normal_sample());
-  snap->set_next_double_normal_sample(dev->next_double_normal_sample());
-  at::mt19937 derive = dev->engine();
-  const uint64_t next_seed = (static_cast<uint64_t>(derive()) << 32) | derive();
-  auto state = at::mt19937(next_seed).data();
-  state.seed_ = dev->engine().seed();
-  at::mt19937 next;
-  next.set_data(state);
-  dev->set_engine(next);
-  dev->set_next_float_normal_sample(std::nullopt);
-  dev->set_next_double_normal_sample(std::nullopt);
-  return snapshot;
+  auto* dev = dynamic_cast<glue::Generator*>(device_generator.unsafeGetGeneratorImpl());
+  TORCH_CHECK(dev != nullptr, "expected an openreg generator, but got another on ", device_generator.device());
+  std::lock_guard<std::mutex> lock(dev->mutex_);
+  return dev->take_launch();
 }
 
 at::Tensor read_now(const at::Tensor& t) {

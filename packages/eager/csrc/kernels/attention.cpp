@@ -112,9 +112,9 @@ Tensor dropout_scale(const Tensor& like, double p, uint64_t seed) {
 }
 
 uint64_t draw_seed(const Tensor& like) {
-  const at::Generator& gen = glue::default_generator(like.device().index());
-  std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(gen).mutex());
-  return gen.get<at::CPUGeneratorImpl>()->random64();
+  auto* gen = glue::default_generator(like.device().index()).get<glue::Generator>();
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  return gen->take_launch().get<at::CPUGeneratorImpl>()->random64();
 }
 
 // `value` in `target`'s layout and dtype: the layouts torch's meta kernels give,

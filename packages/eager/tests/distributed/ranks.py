@@ -419,6 +419,24 @@ def tensor_parallel(rank: int) -> None:
             opt.step()
             opt.zero_grad()
         _same_weights({k: v.full_tensor() for k, v in model.state_dict().items()}, "tensor parallel")
+        _dtensor_random(mesh)
+
+
+def _dtensor_random(mesh) -> None:
+    """DTensor's random ops move the generator's (seed, offset) state, CUDA's Philox state: each shard draws its own
+    numbers, the same seed draws them again, and a replicated tensor draws the same numbers on every rank."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor, rand
+
+    draws = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        draws.append(rand(6, 4, device_mesh=mesh, placements=[Shard(0)]).full_tensor())
+    same(draws[0], draws[1], "DTensor rand from the same seed")
+    assert not torch.equal(draws[0][:3], draws[0][3:]), "both shards drew the same numbers"
+    mask = torch.nn.functional.dropout(distribute_tensor(torch.ones(64), mesh, [Replicate()]), 0.5).to_local()
+    masks = [torch.empty_like(mask) for _ in range(WORLD)]
+    dist.all_gather(masks, mask)
+    same(masks[0], masks[1], "dropout of a replicated DTensor on both ranks")
 
 
 # --- lifecycle ---------------------------------------------------------------------------------------------------

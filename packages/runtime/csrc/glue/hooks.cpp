@@ -1,10 +1,7 @@
 // PrivateUse1 hooks (availability, generators, pinned memory, pointer
-// lookups) and the openreg generator.
+// lookups).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
-
-#include <mutex>
-#include <vector>
 
 #include "openreg/core/device.h"
 #include "openreg/core/segments.h"
@@ -14,28 +11,6 @@
 #include "openreg/lazy/entry.h"
 
 namespace openreg::glue {
-
-Generator::Generator(c10::DeviceIndex device) {
-  device_ = c10::Device(c10::DeviceType::PrivateUse1, device);
-  key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-}
-
-Generator* Generator::clone_impl() const {
-  auto* copy = new Generator(device_.index());
-  copy->set_state(*get_state());
-  return copy;
-}
-
-const at::Generator& default_generator(c10::DeviceIndex device) {
-  static std::once_flag once;
-  static std::vector<at::Generator> generators;
-  std::call_once(once, [] {
-    for (int d = 0; d < device_count(); ++d) generators.push_back(at::make_generator<Generator>(d));
-  });
-  checked([&] { check_device(device < 0 ? current_device() : device); });
-  return generators[device < 0 ? current_device() : device];
-}
-
 namespace {
 
 struct Hooks final : at::PrivateUse1HooksInterface {

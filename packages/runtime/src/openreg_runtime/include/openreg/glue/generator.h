@@ -1,16 +1,39 @@
 #pragma once
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
+
+#include <cstdint>
 
 namespace openreg::glue {
 
-// An openreg generator is a CPU (mt19937) generator that belongs to an openreg
-// device, so CPU RNG kernels can draw from it on device memory.
-struct Generator : at::CPUGeneratorImpl {
-  explicit Generator(c10::DeviceIndex device);
+// An openreg generator has CUDA's Philox state: a seed and an offset that each
+// launch advances (get_state() is CUDA's 16 bytes, get_offset()/set_offset()
+// work, torch.distributed.tensor's offset arithmetic applies). The kernels are
+// the CPU's, so each launch draws from a CPU (mt19937) generator whose state is
+// derived from (seed, offset): every pair its own stream, as Philox's counters
+// are.
+struct Generator : c10::GeneratorImpl {
+  // What one launch consumes, as CUDA's kernels round their offset increments.
+  static constexpr uint64_t kLaunchIncrement = 4;
+
+  explicit Generator(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
+
+  void set_current_seed(uint64_t seed) override;
+  void set_offset(uint64_t offset) override;
+  uint64_t get_offset() const override;
+  uint64_t current_seed() const override;
+  uint64_t seed() override;
+  void set_state(const c10::TensorImpl& new_state) override;
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+
+  // The CPU generator for the next launch's numbers; moves the offset on.
+  // Callers hold mutex_.
+  at::Generator take_launch();
 
  private:
   Generator* clone_impl() const override;
+
+  uint64_t seed_;
+  uint64_t offset_ = 0;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);

@@ -1,0 +1,114 @@
+// The openreg generator: CUDA's Philox state (seed, offset), drawn through
+// CPU generators derived from it, since openreg runs the CPU's kernels.
+#include "openreg/glue/generator.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/MT19937RNGEngine.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "openreg/core/device.h"
+#include "openreg/glue/launch.h"
+
+namespace openreg::glue {
+namespace {
+
+uint64_t mix(uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Offset 0 is the CPU's engine for the seed: right after torch.manual_seed the
+// first random op draws the CPU's numbers, which tests that compare devices
+// under one seed rely on (OpInfo's wrapper_set_seed). Other offsets fill
+// mt19937's whole state from a splitmix64 stream keyed by both numbers (its
+// own seeding takes 32 bits).
+at::mt19937 engine_for(uint64_t seed, uint64_t offset) {
+  if (offset == 0) return at::mt19937(seed);
+  constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
+  uint64_t x = mix(mix(seed) ^ offset);
+  at::mt19937_data_pod data{};
+  data.seed_ = seed;
+  data.seeded_ = true;
+  data.left_ = 1;
+  data.next_ = 0;
+  for (uint32_t& word : data.state_) word = static_cast<uint32_t>(mix(x += kGamma) >> 32);
+  at::mt19937 engine;
+  engine.set_data(data);
+  return engine;
+}
+
+}  // namespace
+
+Generator::Generator(c10::DeviceIndex device, uint64_t seed)
+    : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      seed_(seed) {}
+
+void Generator::set_current_seed(uint64_t seed) {
+  seed_ = seed;
+  offset_ = 0;
+}
+
+void Generator::set_offset(uint64_t offset) {
+  TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4");  // CUDA's check and words
+  offset_ = offset;
+}
+
+uint64_t Generator::get_offset() const { return offset_; }
+uint64_t Generator::current_seed() const { return seed_; }
+
+uint64_t Generator::seed() {
+  const uint64_t random = c10::detail::getNonDeterministicRandom(true);
+  set_current_seed(random);
+  return random;
+}
+
+// CUDA's layout: the seed, then the offset, 8 bytes each; a state of the seed
+// alone (what older releases saved) means offset 0.
+c10::intrusive_ptr<c10::TensorImpl> Generator::get_state() const {
+  at::Tensor state = at::empty({2 * sizeof(uint64_t)}, at::kByte);
+  std::memcpy(state.data_ptr<uint8_t>(), &seed_, sizeof(uint64_t));
+  std::memcpy(state.data_ptr<uint8_t>() + sizeof(uint64_t), &offset_, sizeof(uint64_t));
+  return state.getIntrusivePtr();
+}
+
+void Generator::set_state(const c10::TensorImpl& new_state) {
+  at::detail::check_rng_state(new_state);
+  const auto size = static_cast<size_t>(new_state.numel());
+  TORCH_CHECK(size == 2 * sizeof(uint64_t) || size == sizeof(uint64_t), "RNG state is wrong size");
+  const auto* bytes = new_state.data_dtype_initialized<uint8_t>();
+  uint64_t seed = 0, offset = 0;
+  std::memcpy(&seed, bytes, sizeof(uint64_t));
+  if (size == 2 * sizeof(uint64_t)) std::memcpy(&offset, bytes + sizeof(uint64_t), sizeof(uint64_t));
+  set_offset(offset);  // checked before anything changes
+  seed_ = seed;
+}
+
+at::Generator Generator::take_launch() {
+  at::Generator launch = at::make_generator<at::CPUGeneratorImpl>(seed_);
+  launch.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed_, offset_));
+  offset_ += kLaunchIncrement;
+  return launch;
+}
+
+Generator* Generator::clone_impl() const {
+  auto* copy = new Generator(device_.index(), seed_);
+  copy->offset_ = offset_;
+  return copy;
+}
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  static std::once_flag once;
+  static std::vector<at::Generator> generators;
+  std::call_once(once, [] {
+    for (int d = 0; d < device_count(); ++d) generators.push_back(at::make_generator<Generator>(d));
+  });
+  checked([&] { check_device(device < 0 ? current_device() : device); });
+  return generators[device < 0 ? current_device() : device];
+}
+
+}  // namespace openreg::glue
