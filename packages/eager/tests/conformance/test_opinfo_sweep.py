@@ -131,6 +131,9 @@ RANDOM_SAMPLES = {
     # openreg's fused attention draws its dropout mask from a seed it keeps for the backward (as flash
     # attention does), not the CPU math backend's sequence of draws.
     "nn.functional.scaled_dot_product_attention": lambda sample: sample.kwargs.get("dropout_p", 0.0) > 0,
+    # Its dropout in training (dropout_p is the tenth positional argument after the query).
+    "nn.functional.multi_head_attention_forward": lambda sample: sample.kwargs.get("training", True)
+    and sample.args[9] > 0,
 }
 
 # Results that are uninitialised memory: compared by shape, dtype and device only.

@@ -21,13 +21,11 @@ uint64_t mix(uint64_t z) {  // splitmix64's finaliser
   return z ^ (z >> 31);
 }
 
-// Offset 0 is the CPU's engine for the seed: right after torch.manual_seed the
-// first random op draws the CPU's numbers, which tests that compare devices
-// under one seed rely on (OpInfo's wrapper_set_seed). Other offsets fill
-// mt19937's whole state from a splitmix64 stream keyed by both numbers (its
-// own seeding takes 32 bits).
+// mt19937's own seeding takes 32 bits; its whole state is filled from a
+// splitmix64 stream keyed by both numbers instead. Not the CPU's engine for the
+// seed, even at offset 0: an accelerator's numbers for a seed are its own, as
+// CUDA's are.
 at::mt19937 engine_for(uint64_t seed, uint64_t offset) {
-  if (offset == 0) return at::mt19937(seed);
   constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
   uint64_t x = mix(mix(seed) ^ offset);
   at::mt19937_data_pod data{};
