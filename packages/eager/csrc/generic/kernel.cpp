@@ -286,6 +286,7 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
                               "' is not implemented for openreg: it has no CPU kernel "
                               "for openreg to run on device memory");
   if (info.view) return run_view(op, args, info);
+  for (int i : info.written) for_each_tensor(args.slice(i, 1), glue::materialize_for_write);
   const bool host = info.host_result || (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool()) ||
                     (info.cpu_indices_ok && has_mask_index(args)) ||
                     (info.range_from_values && args[2].toScalar().toDouble() == args[3].toScalar().toDouble());

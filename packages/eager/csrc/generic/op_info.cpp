@@ -56,7 +56,10 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   bool mutates = false;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& a = schema.arguments()[i];
-    if (a.alias_info() && a.alias_info()->isWrite()) mutates = true;
+    if (a.alias_info() && a.alias_info()->isWrite()) {
+      mutates = true;
+      info.written.push_back(static_cast<int>(i));
+    }
     auto kind = a.type()->kind();
     if (auto opt = a.type()->cast<c10::OptionalType>()) kind = opt->getElementType()->kind();
     if (kind == c10::TypeKind::GeneratorType) info.generator_arg = static_cast<int>(i);

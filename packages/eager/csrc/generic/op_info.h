@@ -19,6 +19,9 @@ struct OpInfo {
   bool host_result = false;
   // Per result, the argument it aliases (in-place and out= ops), or -1.
   std::vector<int> result_alias;
+  // The arguments it writes (Tensor(a!)), results or not (batch norm's running
+  // statistics).
+  std::vector<int> written;
   // The out= overload taking the same arguments plus one out tensor per
   // result, when this is a functional op that has one.
   std::optional<c10::OperatorHandle> out_variant;

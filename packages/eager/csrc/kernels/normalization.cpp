@@ -22,6 +22,7 @@
 #include <torch/library.h>
 
 #include "../generic/hot_ops.h"
+#include "openreg/glue/launch.h"
 
 namespace openreg::eager {
 namespace {
@@ -65,6 +66,10 @@ Three layer_norm_backward(const Tensor& grad_out, const Tensor& input, c10::SymI
 template <class Run>
 auto widened_batch_norm(const Run& run, const Tensor& input, const OptTensor& weight, const OptTensor& bias,
                         const Tensor& running_mean, const Tensor& running_var, bool training) {
+  if (training) {  // native_batch_norm's schema does not mark them written, as the generic kernel would need
+    glue::materialize_for_write(running_mean);
+    glue::materialize_for_write(running_var);
+  }
   if (!reduced_float(input)) return run(input, weight, bias, running_mean, running_var);
   const Tensor mean = widened(running_mean).value_or(Tensor()), var = widened(running_var).value_or(Tensor());
   auto result = run(input.to(at::kFloat), widened(weight), widened(bias), mean, var);

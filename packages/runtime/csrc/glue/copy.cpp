@@ -99,7 +99,7 @@ void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
   // pending work; the destination's stream then waits for the copy.
   const auto from = src.device().index(), to = dst.device().index();
   order_after(from, to);
-  HostView s = HostView::of(src), d = HostView::of(dst);
+  HostView s = HostView::of(src), d = HostView::written(dst);
   queue_or_run(warns(src, dst), from, "copy (openreg to openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
                [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   order_after(to, from);
@@ -115,7 +115,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.device() == dst.device()) at::assert_no_partial_overlap(dst, self);
   check_converts(self, dst);
   if (self.is_cpu()) {
-    HostView d = HostView::of(dst);
+    HostView d = HostView::written(dst);
     to_or_from_host(dst.device().index(), "copy (host to openreg)", Touch(d.data(), /*write=*/true),
                     stays_async(self, non_blocking), warns(self, dst), [d, src = self, at = allocation_clock()] {
                       d.tensor().copy_(src);
@@ -129,7 +129,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                       dst.copy_(s.tensor());
                     });
   } else if (self.device() == dst.device()) {
-    HostView s = HostView::of(self), d = HostView::of(dst);
+    HostView s = HostView::of(self), d = HostView::written(dst);
     queue_or_run(warns(self, dst), dst.device().index(), "copy (openreg)", {s.data(), Touch(d.data(), /*write=*/true)},
                  [s, d, at = allocation_clock()] { copy_valid(s, d, at); });
   } else {

@@ -1,16 +1,25 @@
 #include "openreg/glue/launch.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/COW.h>
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
 
 namespace openreg::glue {
 
+void materialize_for_write(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return;
+  c10::StorageImpl* storage = t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+  // As a CPU kernel's mutable_data_ptr(), which also retires the storage's materializer.
+  if (c10::impl::cow::is_cow_data_ptr(storage->data_ptr())) (void)storage->mutable_data();
+}
+
 HostAlias HostAlias::of(const at::Tensor& t) {
   HostAlias a;
   const auto* impl = t.unsafeGetTensorImpl();
   const c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();  // no reference taken
-  a.base = const_cast<void*>(storage->data());  // device memory is never copy-on-write
+  // A lazy clone's memory is its source's until written (materialize_for_write).
+  a.base = const_cast<void*>(storage->data());
   a.nbytes = storage->nbytes();
   a.offset = impl->storage_offset();
   a.dtype = t.scalar_type();

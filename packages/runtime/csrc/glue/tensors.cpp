@@ -54,7 +54,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
-  HostView v = HostView::of(self);
+  HostView v = HostView::written(self);
   launch(self.device().index(), "fill_", {Touch(v.data(), /*write=*/true)}, [v, value] { v.tensor().fill_(value); });
   return self;
 }
@@ -66,7 +66,7 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.device() == self.device(), "fill_: the value is on ", value.device(), " but the tensor is on ",
               self.device(), "; move one of them first");
   if (self.numel() == 0) return self;
-  HostView v = HostView::of(self), s = HostView::of(value);
+  HostView v = HostView::written(self), s = HostView::of(value);
   launch(self.device().index(), "fill_", {Touch(v.data(), /*write=*/true), s.data()},
          [v, s] { v.tensor().fill_(s.tensor()); });
   return self;

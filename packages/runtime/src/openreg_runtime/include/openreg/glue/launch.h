@@ -48,12 +48,22 @@ struct HostAlias {
 };
 
 // A HostAlias with its shape.
+// Before a tensor is written: a lazy clone's (copy-on-write) storage gets memory
+// of its own, copied in stream order, as mutable_data_ptr() gives it on the CPU
+// and CUDA; otherwise the write would reach the tensor it was cloned from.
+void materialize_for_write(const at::Tensor& t);
+
 struct HostView : HostAlias {
   c10::SmallVector<int64_t, 8> shape;  // the sizes, then the strides
 
   HostView() = default;
   HostView(const HostAlias& alias, c10::IntArrayRef sizes, c10::IntArrayRef strides);
   static HostView of(const at::Tensor& t) { return HostView(HostAlias::of(t), t.sizes(), t.strides()); }
+  // Of a tensor the task writes: see materialize_for_write.
+  static HostView written(const at::Tensor& t) {
+    materialize_for_write(t);
+    return of(t);
+  }
   c10::IntArrayRef sizes() const { return {shape.data(), shape.size() / 2}; }
   c10::IntArrayRef strides() const { return {shape.data() + shape.size() / 2, shape.size() / 2}; }
   void* data() const { return HostAlias::data(sizes()); }
