@@ -13,6 +13,7 @@ CHECK = """
 import torch._inductor.codegen.common as common, torch._inductor.compile_fx as compile_fx
 import torch._inductor.scheduler as scheduler, torch._inductor.utils as utils
 import torch._inductor.codecache as codecache, torch.export.pt2_archive._package as pt2_archive
+import torch.nn.attention.flex_attention as flex, torch._inductor.lowering as lowering
 patched = {
     "compile_fx": compile_fx.compile_fx._openreg_original,
     "apply_options": torch._TorchCompileInductorWrapper.apply_options._openreg_original,
@@ -21,6 +22,9 @@ patched = {
     "get_current_backend": common.get_current_backend._openreg_original,
     "_get_cpp_wrapper_header": codecache._get_cpp_wrapper_header._openreg_original,
     "_load_aoti": pt2_archive._load_aoti._openreg_original,
+    "flex_validate_device": flex._validate_device._openreg_original,
+    "flex_kernel_options": flex._apply_kernel_options._openreg_original,
+    "flex_lowering": lowering.lowerings[torch.ops.higher_order.flex_attention]._openreg_original,
 }
 assert utils.get_current_backend is common.get_current_backend
 assert not hasattr(compile_fx.compile_fx._openreg_original, "_openreg_original")  # not wrapped twice
@@ -37,7 +41,8 @@ def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
 
 
 EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'compile_fx',", "'device_need_guard',",
-            "'get_current_backend',", "'is_cpu']"]
+            "'flex_kernel_options',", "'flex_lowering',", "'flex_validate_device',", "'get_current_backend',",
+            "'is_cpu']"]
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():
@@ -49,6 +54,7 @@ def test_patches_land_when_inductor_was_imported_before_openreg():
     prelude = """
         import torch, torch._inductor.compile_fx, torch._inductor.scheduler  # before openreg
         import torch._inductor.codecache, torch.export.pt2_archive._package
+        import torch.nn.attention.flex_attention, torch._inductor.kernel.flex.flex_attention
         import openreg
     """
     assert _run(prelude, env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}) == EXPECTED

@@ -80,6 +80,14 @@ Random ops that torch.compile replays, which torch replays on its own devices on
     with dropout raised "Backend not supported for openreg". On openreg they save and restore `torch.openreg`'s
     state, as on CUDA.
 
+FlexAttention, which torch runs on the devices it names and Inductor lowers by device type:
+
+15. `torch.nn.attention.flex_attention` refuses devices outside CUDA, CPU, XPU, HPU and MPS (`_validate_device`), and
+    Inductor lowers its operator to Triton unless the device is the CPU's or MPS's. On openreg it runs eagerly as
+    on CUDA, torch's dense implementation with its backward; compiled, Inductor lowers it with the CPU's C++
+    template (openreg's kernels are the CPU's C++), which, as on the CPU, serves inference only: it writes no
+    logsumexp unless asked (`_apply_kernel_options`), and inputs that require grad are refused at the call.
+
 The device module's hand-over:
 
 11. `torch._register_device_module` refuses a second module for a device. Until openreg's layers load,
@@ -423,6 +431,53 @@ def _run_with_rng_state(rng_state, op, *args, **kwargs):
         torch.openreg.set_rng_state(current)
 
 
+def _flex_validate_device(original):
+    def _validate_device(query, key, value) -> None:
+        if query.device.type != "openreg":
+            return original(query, key, value)
+        if torch.compiler.is_dynamo_compiling() and any(t.requires_grad for t in (query, key, value)):
+            raise NotImplementedError(
+                "FlexAttention compiles on openreg for inference only, as on the CPU, whose C++ template Inductor "
+                "uses for it: set the inputs' requires_grad to False, or call flex_attention without torch.compile "
+                "(it then runs torch's dense implementation, backward included)."
+            )
+        return None
+
+    return _validate_device
+
+
+def _flex_kernel_options(original):
+    def _apply_kernel_options(query, key, value, return_lse, kernel_options, return_aux=None):
+        options = original(query, key, value, return_lse, kernel_options, return_aux)
+        if query.device.type == "openreg" and torch.compiler.is_dynamo_compiling():
+            options["OUTPUT_LOGSUMEXP"] = bool(return_lse or (return_aux is not None and return_aux.lse))
+        return options
+
+    return _apply_kernel_options
+
+
+def _patch_flex_attention(module: ModuleType) -> None:
+    _replace([module], "_validate_device", _flex_validate_device)
+    _replace([module], "_apply_kernel_options", _flex_kernel_options)
+
+
+def _patch_flex_lowering(module: ModuleType) -> None:
+    from torch._inductor.lowering import lowerings
+
+    hop = torch.ops.higher_order.flex_attention
+    original = lowerings[hop]
+    if getattr(original, "_openreg_original", None):
+        return
+
+    @functools.wraps(original)
+    def flex_attention(query, *args, **kwargs):
+        lower = module.lower_cpu if query.get_device().type == "openreg" else original
+        return lower(query, *args, **kwargs)
+
+    flex_attention._openreg_original = original
+    lowerings[hop] = flex_attention
+
+
 def _patch_rng_prims() -> None:
     from torch._C import DispatchKey
     from torch._higher_order_ops.utils import registered_hop_fake_fns
@@ -457,6 +512,8 @@ WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.codecache": _patch_codecache,
     "torch.export.pt2_archive._package": _patch_pt2_archive,
     "torch._dynamo": dynamo_ready,
+    "torch.nn.attention.flex_attention": _patch_flex_attention,
+    "torch._inductor.kernel.flex.flex_attention": _patch_flex_lowering,
 }
 
 

@@ -112,9 +112,9 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     device_allocator()->recordStream(ptr, stream);
   }
-  // What CUDA reports for a current GPU: the dtypes each of which converts to
-  // each other, as the capability promises. Quantized, bit and sub-byte dtypes
-  // are held, but convert to nothing.
+  // The dtypes CUDA computes, each of which converts to each other, as the
+  // capability promises (torch 2.13's CUDA guard does not answer at all).
+  // Quantized, bit and sub-byte dtypes are held, but convert to nothing.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     checked([&] { check_device(index(d)); });
     c10::DeviceCapability capability;
