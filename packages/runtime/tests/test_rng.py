@@ -146,3 +146,13 @@ def test_default_rng_state_is_the_current_devices(two_devices):
         torch.openreg.manual_seed(31)
         assert torch.equal(torch.openreg.get_rng_state(), torch.openreg.get_rng_state(1))
     assert not torch.equal(torch.openreg.get_rng_state(), torch.openreg.get_rng_state(1))
+
+
+def test_state_is_read_under_a_fake_tensor_mode():
+    # torch.compile reads RNG states with a fake-tensor mode active (torch 2.14's run_and_save_rng_state).
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    g = torch.Generator(device="openreg").manual_seed(8)
+    with FakeTensorMode():
+        state = g.get_state()
+    assert torch.equal(state, _state(8, 0))

@@ -3,6 +3,7 @@
 #include "openreg/glue/generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/MT19937RNGEngine.h>
 
 #include <cstring>
@@ -68,7 +69,10 @@ uint64_t Generator::seed() {
 // CUDA's layout: the seed, then the offset, 8 bytes each; a state of the seed
 // alone (what older releases saved) means offset 0.
 c10::intrusive_ptr<c10::TensorImpl> Generator::get_state() const {
-  at::Tensor state = at::empty({2 * sizeof(uint64_t)}, at::kByte);
+  // Made outside the dispatcher, as the CPU's and CUDA's generators make theirs: a fake-tensor mode active
+  // (torch.compile's RNG state functions) would make it a tensor without data.
+  at::Tensor state =
+      at::detail::empty_cpu({2 * sizeof(uint64_t)}, at::kByte, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
   std::memcpy(state.data_ptr<uint8_t>(), &seed_, sizeof(uint64_t));
   std::memcpy(state.data_ptr<uint8_t>() + sizeof(uint64_t), &offset_, sizeof(uint64_t));
   return state.getIntrusivePtr();
