@@ -18,7 +18,6 @@ namespace {
 at::Generator take_state(const at::Generator& device_generator) {
   auto* dev = dynamic_cast<glue::Generator*>(device_generator.unsafeGetGeneratorImpl());
   TORCH_CHECK(dev != nullptr, "expected an openreg generator, but got another on ", device_generator.device());
-  std::lock_guard<std::mutex> lock(dev->mutex_);
   return dev->take_launch();
 }
 

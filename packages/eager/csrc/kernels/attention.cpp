@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <vector>
 
@@ -113,7 +112,6 @@ Tensor dropout_scale(const Tensor& like, double p, uint64_t seed) {
 
 uint64_t draw_seed(const Tensor& like) {
   auto* gen = glue::default_generator(like.device().index()).get<glue::Generator>();
-  std::lock_guard<std::mutex> lock(gen->mutex_);
   return gen->take_launch().get<at::CPUGeneratorImpl>()->random64();
 }
 

@@ -91,6 +91,7 @@ void Generator::set_state(const c10::TensorImpl& new_state) {
 }
 
 at::Generator Generator::take_launch() {
+  std::lock_guard<std::mutex> lock(mutex_);
   at::Generator launch = at::make_generator<at::CPUGeneratorImpl>(seed_);
   launch.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed_, offset_));
   offset_ += kLaunchIncrement;

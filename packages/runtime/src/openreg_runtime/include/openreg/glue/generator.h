@@ -26,7 +26,7 @@ struct Generator : c10::GeneratorImpl {
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
 
   // The CPU generator for the next launch's numbers; moves the offset on.
-  // Callers hold mutex_.
+  // Takes mutex_, as torch's own calls on a generator do.
   at::Generator take_launch();
 
  private:
