@@ -362,9 +362,9 @@ def test_fork_join_captures_the_work_of_a_second_stream():
 
 def test_a_fork_not_joined_back_fails_the_capture():
     """cudaErrorStreamCaptureUnjoined: work a stream forked to in the capture must be waited for before it ends."""
-    x, s2, g = torch.zeros(4, device=D), torch.openreg.Stream(), _graph()
+    x, capture, s2, g = torch.zeros(4, device=D), torch.openreg.Stream(), torch.openreg.Stream(), _graph()
     with pytest.raises(RuntimeError, match="wait_stream"):
-        with torch.openreg.graph(g):
+        with torch.openreg.graph(g, stream=capture):  # not the default capture stream, which s2 may be (see _forks)
             s2.wait_stream(torch.openreg.current_stream())
             with torch.openreg.stream(s2):
                 x.add_(1)
@@ -377,9 +377,11 @@ def _forks(join):
     """Two streams forked from the capture, each with work, joined as `join` says; returns whether capture_end()
     accepted it."""
     x, y, g = torch.zeros(4, device=D), torch.zeros(4, device=D), _graph()
-    s2, s3 = torch.openreg.Stream(), torch.openreg.Stream()
+    # Three draws in a row from the 32-stream pool are three streams; the default capture stream, drawn once per
+    # process, is one of the pool's too (as on CUDA) and would be s2 or s3 every so often.
+    capture, s2, s3 = torch.openreg.Stream(), torch.openreg.Stream(), torch.openreg.Stream()
     try:
-        with torch.openreg.graph(g):
+        with torch.openreg.graph(g, stream=capture):
             capturing = torch.openreg.current_stream()
             s2.wait_stream(capturing)
             s3.wait_stream(capturing)
