@@ -1,18 +1,20 @@
 """Hugging Face transformers models train and generate on openreg as on the CPU.
 
-Tiny GPT-2, BERT, T5 and Llama models (2 layers, hidden size 32, vocabulary 100) are built from configs with
+Tiny GPT-2, BERT, T5, Llama and Mixtral models (2 layers, hidden size 32, vocabulary 100) are built from configs with
 random weights (nothing is downloaded), with dropout off, once with each attention implementation ("eager",
 "sdpa"). Each is built on the CPU; a deep copy moves to openreg and another becomes the float64 reference
 (model_helpers). All three train for a few AdamW steps on the same random token batches (with padding);
 per-step losses, the last step's gradients, the trained parameters and the logits of a held-out batch are
 compared. Tied weights (GPT-2's lm_head and wte, BERT's decoder and word embeddings, T5's shared embeddings,
 Llama's lm_head with tie_word_embeddings) stay one Parameter on openreg. Greedy generate() gives the CPU's tokens.
+Mixtral routes each token to 2 of 4 experts (top-k, one-hot masks, data-dependent gathers and index_add_); its
+experts run transformers' "eager" implementation, as the CPU's grouped matmul refuses the float64 reference.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 import torch
@@ -36,6 +38,7 @@ class Spec:
     auto: object  # the AutoModel class that builds it
     kind: str  # "causal", "masked" or "seq2seq": what its batches hold
     ties: tuple[tuple[str, str], ...]  # (tied parameter, the parameter it is) pairs
+    options: dict = field(default_factory=dict)  # from_config's other arguments
 
 
 def _specs() -> dict[str, Spec]:
@@ -65,6 +68,11 @@ def _specs() -> dict[str, Spec]:
                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                           tie_word_embeddings=True, **special),
             t.AutoModelForCausalLM, "causal", (("lm_head.weight", "model.embed_tokens.weight"),)),
+        "mixtral": Spec(
+            t.MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                            max_position_embeddings=64, **special),
+            t.AutoModelForCausalLM, "causal", (), dict(experts_implementation="eager")),
     }
 
 
@@ -75,7 +83,7 @@ CASES = [pytest.param(m, a, id=f"{m}-{a}") for m in SPECS for a in ATTENTION]
 def _build(name: str, attn: str) -> torch.nn.Module:
     spec = SPECS[name]
     torch.manual_seed(0)
-    model = spec.auto.from_config(copy.deepcopy(spec.config), attn_implementation=attn)
+    model = spec.auto.from_config(copy.deepcopy(spec.config), attn_implementation=attn, **spec.options)
     assert model.config._attn_implementation == attn
     return model
 
