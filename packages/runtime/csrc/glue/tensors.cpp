@@ -12,6 +12,10 @@
 #include <c10/util/strides.h>
 #include <torch/library.h>
 
+#include <memory>
+#include <vector>
+
+#include "openreg/core/device.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
 
@@ -50,6 +54,26 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
       at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));
   if (fill_new_memory()) at::native::fill_empty_deterministic_(t);
   return t;
+}
+
+// Forward-mode AD's tangent of a constant, and some backward formulas, are "efficient zero tensors": no memory, and
+// the ZeroTensor key in front of the device's makes every op read them as exact zeros (0 * nan stays 0) or turn them
+// into real zeros first, as on the CPU and CUDA. Without one, openreg's tangents became NaN where the CPU's are not.
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
+                                 std::optional<c10::Device> device, std::optional<bool>) {
+  // The storage keeps a raw pointer to its allocator: one per device, for the process's lifetime.
+  static const auto* allocators = [] {
+    auto* all = new std::vector<std::unique_ptr<at::native::ZeroTensorAllocator>>();
+    for (int i = 0; i < device_count(); ++i) {
+      all->push_back(std::make_unique<at::native::ZeroTensorAllocator>(
+          c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i))));
+    }
+    return all;
+  }();
+  c10::OptionalDeviceGuard guard(indexed(device));
+  const auto keys = kKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, allocators->at(current_device()).get(), keys, c10::dtype_or_default(dtype),
+                                   std::nullopt);
 }
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
@@ -132,6 +156,7 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", &empty);
   m.impl("empty_strided", &empty_strided);
+  m.impl("_efficientzerotensor", &efficient_zero_tensor);
   m.impl("fill_.Scalar", &fill_scalar);
   m.impl("fill_.Tensor", &fill_tensor);
   m.impl("zero_", &zero);
