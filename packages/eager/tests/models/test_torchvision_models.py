@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 from model_helpers import (
+    RUNS,
     assert_like_cpu,
     check_classifier_training,
     compare_runs,
@@ -65,8 +66,7 @@ def _ops_cases():
     }
 
 
-OPS = ["nms", "batched_nms", "roi_align", "roi_align_adaptive", "roi_pool", "ps_roi_align", "ps_roi_pool",
-       "deform_conv2d"]
+OPS = _ops_cases()
 
 
 def _run_op(fn, args, device, dtype):
@@ -80,11 +80,11 @@ def _run_op(fn, args, device, dtype):
     return out, torch.autograd.grad((out * weights).sum(), [a for a in args if a.requires_grad], allow_unused=True)
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", list(OPS))
 def test_detection_op_matches_cpu(op):
-    fn, args = _ops_cases()[op]
-    runs = (("openreg", None), ("cpu", None), ("cpu", torch.float64))
-    (got, got_grads), (cpu, cpu_grads), (ref, ref_grads) = (_run_op(fn, args, dev, dtype) for dev, dtype in runs)
+    fn, args = OPS[op]
+    out = {key: _run_op(fn, args, device, dtype) for key, device, dtype in RUNS}
+    (got, got_grads), (cpu, cpu_grads), (ref, ref_grads) = out["dev"], out["cpu"], out["ref"]
     assert got.device.type == "openreg", f"{op} returned a tensor on {got.device}"
     assert_like_cpu(f"torchvision.ops {op}", got, cpu, ref)
     assert [g is None for g in got_grads] == [c is None for c in cpu_grads], f"{op}: gradients for other arguments"

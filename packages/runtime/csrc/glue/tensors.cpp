@@ -12,7 +12,6 @@
 #include <c10/util/strides.h>
 #include <torch/library.h>
 
-#include <memory>
 #include <vector>
 
 #include "openreg/core/device.h"
@@ -62,17 +61,17 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                                  std::optional<c10::Device> device, std::optional<bool>) {
   // The storage keeps a raw pointer to its allocator: one per device, for the process's lifetime.
-  static const auto* allocators = [] {
-    auto* all = new std::vector<std::unique_ptr<at::native::ZeroTensorAllocator>>();
+  static auto* const allocators = [] {
+    auto* all = new std::vector<at::native::ZeroTensorAllocator>();
+    all->reserve(device_count());  // never reallocated: the storages point into it
     for (int i = 0; i < device_count(); ++i) {
-      all->push_back(std::make_unique<at::native::ZeroTensorAllocator>(
-          c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i))));
+      all->emplace_back(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(i)));
     }
     return all;
   }();
   c10::OptionalDeviceGuard guard(indexed(device));
   const auto keys = kKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
-  return at::detail::empty_generic(size, allocators->at(current_device()).get(), keys, c10::dtype_or_default(dtype),
+  return at::detail::empty_generic(size, &allocators->at(current_device()), keys, c10::dtype_or_default(dtype),
                                    std::nullopt);
 }
 
