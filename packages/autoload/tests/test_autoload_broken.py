@@ -93,8 +93,10 @@ from torch.utils.backend_registration import _get_custom_mod_func
 result["probe"] = _get_custom_mod_func("Scheduling").__name__
 errors = []
 with warnings.catch_warnings(record=True) as caught:
-    for use in (lambda: torch.ones(2, device="openreg"), lambda: torch.ones(2).to("openreg:1"),
-                lambda: torch.openreg.device_count(), lambda: torch.ones(2, device="openreg")):
+    # torch.ops first: it skips torch's lazy initialisation
+    for use in (lambda: torch.ops.aten.arange.default(2, device="openreg"), lambda: torch.ones(2, device="openreg"),
+                lambda: torch.ones(2).to("openreg:1"), lambda: torch.openreg.device_count(),
+                lambda: torch.ones(2, device="openreg")):
         try:
             use()
             errors.append(None)

@@ -121,6 +121,25 @@ def test_a_size_only_sparse_constructor_made_first():
     assert out == {"device": "openreg:0", "nnz": 6, "dense": [[1.0] * 3] * 2}
 
 
+# Ops called through torch.ops skip torch's lazy initialisation: the PrivateUse1 fallback in libopenreg_lazy loads
+# the layers for the first one, and for the first after a C++ entry point loaded the glue alone.
+OPS = textwrap.dedent("""
+    def ops(device):
+        x = torch.ops.aten.arange.start_step(0, 6, 1, dtype=torch.float32, device=device)
+        y = torch.ops.aten.full.default([6], 0.5, device=device)
+        return torch.ops.aten.addcmul.default(x, x, y, value=2).tolist()
+    result = {"openreg": ops("openreg"), "initialized": torch.openreg.is_initialized(), "cpu": ops("cpu")}
+    print(json.dumps(result))
+""")
+FIRSTS = {"nothing": "", "a stream": 'torch.Stream("openreg")', "an event": 'torch.Event(device="openreg")'}
+
+
+@pytest.mark.parametrize("first", FIRSTS)
+def test_ops_called_through_torch_ops_first(first):
+    out = _fresh("\n".join([FIRSTS[first], 'assert "openreg_eager" not in sys.modules', OPS]))
+    assert out["openreg"] == out["cpu"] and out["initialized"]
+
+
 INITS = ["torch.openreg.init()", "torch.openreg._lazy_init()", "import openreg; openreg.init()"]
 
 

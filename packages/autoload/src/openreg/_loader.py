@@ -30,6 +30,7 @@ _lock = threading.RLock()
 _how: str | None = None  # "autoload" or "import": how the device got enabled; None: not enabled
 _loading = False
 _warned = False
+_refusal: torch.library.Library | None = None
 
 
 def how_enabled() -> str | None:
@@ -72,6 +73,7 @@ def enable(how: str) -> None:
             )
         if found := [p for p in map(_layers.check, _layers.REQUIRED) if p] or _load_lazy_library():
             _fail(found)
+            _refuse_ops()
 
 
 def _load_lazy_library() -> list[Problem]:
@@ -87,6 +89,14 @@ def _load_lazy_library() -> list[Problem]:
     except OSError as exc:
         return [Problem(_layers.RUNTIME, f"cannot load {path.name} ({exc})", _layers.reinstall(_layers.RUNTIME))]
     return []
+
+
+def _refuse_ops() -> None:
+    """Calls through torch.ops skip torch's lazy initialisation; libopenreg_lazy's fallback starts the layers for
+    them, and without it they raise the load error too, not "Could not run ... 'PrivateUse1' backend"."""
+    global _refusal
+    _refusal = torch.library.Library("_", "IMPL")
+    _refusal.fallback(lambda op, *args, **kwargs: load(), "PrivateUse1")
 
 
 def load() -> None:

@@ -1,11 +1,11 @@
-// The runtime owns the PrivateUse1 boxed fallback (a dispatch key has only
-// one). With the runtime alone, only what printing needs runs (through the
-// CPU): inspection ops, and ops on boolean masks or 0-dim tensors. Everything else says
-// where compute comes from. openreg-eager replaces the handler with its own policy.
+// What the PrivateUse1 boxed fallback (libopenreg_lazy registers it) runs once
+// openreg started. With the runtime alone, only what printing needs runs
+// (through the CPU): inspection ops, and ops on boolean masks or 0-dim
+// tensors. Everything else says where compute comes from. openreg-eager
+// replaces the handler with its own policy.
 #include "openreg/glue/fallback.h"
 
 #include <ATen/native/CPUFallback.h>
-#include <torch/library.h>
 
 #include <atomic>
 #include <string>
@@ -62,10 +62,16 @@ void runtime_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               "compute ops come with openreg-eager. Install it with: pip install openreg");
 }
 
+[[maybe_unused]] const bool g_attached = [] {
+  lazy::attach_fallback(&runtime_fallback);
+  return true;
+}();
+
 }  // namespace
 
-void set_fallback_handler(FallbackFn fn) { g_handler.store(fn); }
-
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&runtime_fallback>()); }
+void set_fallback_handler(FallbackFn fn) {
+  g_handler.store(fn);
+  lazy::mark_started();
+}
 
 }  // namespace openreg::glue

@@ -48,15 +48,20 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
 };
 
-// Another PrivateUse1 backend may have registered first: torch then refuses
-// ours, and the device is unavailable (the Python layer says why).
-[[maybe_unused]] const bool g_registered = [] {
-  if (at::isPrivateUse1HooksRegistered()) return false;
-  at::RegisterPrivateUse1HooksInterface(new Hooks());
-  return true;
-}();
+[[maybe_unused]] const bool g_registered = registered();
 
 }  // namespace
+
+bool registered() {
+  // Another PrivateUse1 backend may have registered first: torch then refuses
+  // ours, and the device is unavailable (the Python layer says why).
+  static const bool ours = [] {
+    if (at::isPrivateUse1HooksRegistered()) return false;
+    at::RegisterPrivateUse1HooksInterface(new Hooks());
+    return true;
+  }();
+  return ours;
+}
 
 void attach(const at::PrivateUse1HooksInterface* hooks) { g_glue.store(hooks, std::memory_order_release); }
 

@@ -16,6 +16,8 @@ class IActivityProfiler;
 
 namespace openreg::lazy {
 
+// Whether torch took openreg's PrivateUse1 hooks (registering them on first call).
+bool registered();
 // Called by the glue as it loads.
 void attach(const at::PrivateUse1HooksInterface* hooks);
 bool glue_loaded();

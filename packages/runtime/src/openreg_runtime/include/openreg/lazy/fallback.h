@@ -1,0 +1,20 @@
+#pragma once
+// The PrivateUse1 boxed fallback (a dispatch key has one) is registered by
+// libopenreg_lazy from `import torch` on, because an op can reach openreg
+// before its layers loaded: calls through torch.ops skip torch's device lazy
+// initialisation, and C++ entry points (torch.Stream("openreg")) load the
+// glue alone. The first op to reach the fallback before the layers started
+// starts them (Python's torch.openreg._lazy_init() where Python runs, else
+// the glue) and dispatches again, now to the kernels they registered.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace openreg::lazy {
+
+using FallbackFn = void (*)(const c10::OperatorHandle&, torch::jit::Stack*);
+// Called by the glue as it loads: the policy the fallback runs once started.
+void attach_fallback(FallbackFn fn);
+// Called as openreg-eager installs its kernel: every layer is loaded.
+void mark_started();
+
+}  // namespace openreg::lazy
