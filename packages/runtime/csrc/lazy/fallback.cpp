@@ -39,13 +39,17 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::ji
 }
 
 // Unless another PrivateUse1 backend holds the key (torch then refuses our
-// hooks too, and the Python layer says why): registering over its fallback
-// would raise inside `import torch`.
+// hooks too, and the Python layer says why). An exception here would escape
+// from `import torch`, which must survive openreg.
 const std::unique_ptr<torch::Library> g_library = []() -> std::unique_ptr<torch::Library> {
   if (!registered() || c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(kKey)) return nullptr;
-  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
-  library->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
-  return library;
+  try {
+    auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
+    library->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+    return library;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }();
 
 }  // namespace
