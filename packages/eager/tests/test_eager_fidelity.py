@@ -207,6 +207,10 @@ def _overlap(write):
     return fn
 
 
+def _empty_out(call):
+    return lambda d: call(torch.zeros(0, device=d), torch.ones(2, device=d))
+
+
 OVERLAPS = {
     "setitem": _overlap(lambda x: x.__setitem__(slice(1, None), x[:-1])),
     "copy_": _overlap(lambda x: x[1:].copy_(x[:-1])),
@@ -214,6 +218,9 @@ OVERLAPS = {
     "mul out=": _overlap(lambda x: torch.mul(x[:-1], 2, out=x[1:])),
     "in-place on an expanded tensor": lambda d: torch.zeros(1, device=d).expand(3).add_(1),
     "copy_ into an expanded tensor": lambda d: torch.zeros(1, device=d).expand(3).copy_(torch.ones(3, device=d)),
+    # ATen tells these by identity alone: an empty tensor has no memory to overlap.
+    "an empty input as the out": _empty_out(lambda e, x: torch.cat([e, x], out=e)),
+    "an empty input as the out, later in the list": _empty_out(lambda e, x: torch.cat([x, e], out=e)),
     "full overlap is fine": _overlap(lambda x: x.add_(x)),
     "disjoint halves are fine": _overlap(lambda x: x[:2].copy_(x[3:])),
 }

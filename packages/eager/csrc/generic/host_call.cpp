@@ -3,6 +3,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "cuda_dtypes.h"
@@ -55,7 +56,8 @@ void cast_numbers_once(torch::jit::Stack& stack) {
 
 HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::DeviceIndex device, bool growable)
     : generator_arg_(generator_arg), growable_(growable) {
-  for (const auto& a : args) capture(a);
+  Seen seen;
+  for (const auto& a : args) capture(a, &seen);
   n_inputs_ = static_cast<int>(values_.size());
   std::optional<at::Generator> gen;
   if (generator_arg >= 0) {
@@ -77,15 +79,15 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
   }
 }
 
-void HostCall::capture(const c10::IValue& v) {
+void HostCall::capture(const c10::IValue& v, Seen* seen) {
   auto is_device = [](const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; };
   if (v.isTensor() && is_device(v.toTensor())) {
-    add_view(v.toTensor(), -1);
+    add_view(v.toTensor(), -1, seen);
     values_.emplace_back();
   } else if (v.isTensorList() || v.isOptionalTensorList()) {
     int element = 0;
     for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor() && is_device(e.toTensor())) add_view(e.toTensor(), element);
+      if (e.isTensor() && is_device(e.toTensor())) add_view(e.toTensor(), element, seen);
       ++element;
     }
     if (v.isTensorList()) {
@@ -108,12 +110,18 @@ void HostCall::capture(const c10::IValue& v) {
   }
 }
 
-void HostCall::add_view(const at::Tensor& t, int element) {
+void HostCall::add_view(const at::Tensor& t, int element, Seen* seen) {
+  int16_t same_as = -1;
+  if (seen != nullptr) {
+    const auto found = std::find(seen->begin(), seen->end(), t.unsafeGetTensorImpl());
+    if (found != seen->end()) same_as = static_cast<int16_t>(found - seen->begin());
+    seen->push_back(t.unsafeGetTensorImpl());
+  }
   const auto at = static_cast<uint32_t>(shapes_.size());
   shapes_.append(t.sizes().begin(), t.sizes().end());
   shapes_.append(t.strides().begin(), t.strides().end());
-  views_.push_back(
-      View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()), static_cast<uint16_t>(t.dim())});
+  views_.push_back(View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()),
+                        static_cast<uint16_t>(t.dim()), same_as});
 }
 
 glue::HostView HostCall::view(const View& v) const {
@@ -225,8 +233,13 @@ torch::jit::Stack HostCall::arguments(bool with_outs) const {
   };
   for (const View& v : views_) {
     if (v.arg >= n) break;
-    at::Tensor t =
-        v.alias.tensor(storage_of(v.alias, v.arg < n_inputs_), v.sizes(shapes_.data()), v.strides(shapes_.data()));
+    at::Tensor t;
+    if (v.same_as >= 0) {
+      const View& first = views_[v.same_as];
+      t = first.element < 0 ? stack[first.arg].toTensor() : stack[first.arg].toList().get(first.element).toTensor();
+    } else {
+      t = v.alias.tensor(storage_of(v.alias, v.arg < n_inputs_), v.sizes(shapes_.data()), v.strides(shapes_.data()));
+    }
     if (v.element < 0) {
       stack[v.arg] = std::move(t);
       continue;
