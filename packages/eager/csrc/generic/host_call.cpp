@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <numeric>
 
 #include "cuda_dtypes.h"
 #include "openreg/core/graph.h"
@@ -58,6 +59,7 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
     : generator_arg_(generator_arg), growable_(growable) {
   Seen seen;
   for (const auto& a : args) capture(a, &seen);
+  link_same_tensors(seen);
   n_inputs_ = static_cast<int>(values_.size());
   std::optional<at::Generator> gen;
   if (generator_arg >= 0) {
@@ -111,17 +113,25 @@ void HostCall::capture(const c10::IValue& v, Seen* seen) {
 }
 
 void HostCall::add_view(const at::Tensor& t, int element, Seen* seen) {
-  int16_t same_as = -1;
-  if (seen != nullptr) {
-    const auto found = std::find(seen->begin(), seen->end(), t.unsafeGetTensorImpl());
-    if (found != seen->end()) same_as = static_cast<int16_t>(found - seen->begin());
-    seen->push_back(t.unsafeGetTensorImpl());
-  }
+  if (seen != nullptr) seen->push_back(t.unsafeGetTensorImpl());
   const auto at = static_cast<uint32_t>(shapes_.size());
   shapes_.append(t.sizes().begin(), t.sizes().end());
   shapes_.append(t.strides().begin(), t.strides().end());
   views_.push_back(View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()),
-                        static_cast<uint16_t>(t.dim()), same_as});
+                        static_cast<uint16_t>(t.dim()), -1});
+}
+
+void HostCall::link_same_tensors(const Seen& seen) {
+  if (seen.size() < 2) return;
+  // Sorted, not searched pairwise: list arguments (torch.cat, _foreach_*) bring thousands.
+  c10::SmallVector<int32_t, 8> order(seen.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return seen[a] < seen[b]; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    if (seen[order[k]] != seen[order[k - 1]]) continue;
+    const int32_t first = views_[order[k - 1]].same_as;
+    views_[order[k]].same_as = first >= 0 ? first : order[k - 1];
+  }
 }
 
 glue::HostView HostCall::view(const View& v) const {

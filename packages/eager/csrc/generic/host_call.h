@@ -60,14 +60,15 @@ class HostCall {
     // An earlier view of the same device tensor, or -1: its CPU tensor is that
     // one's, as ATen tells some overlaps by identity alone (an empty out= tensor
     // that is also an input).
-    int16_t same_as;
+    int32_t same_as;
     c10::IntArrayRef sizes(const int64_t* shapes) const { return {shapes + shape_at, dim}; }
     c10::IntArrayRef strides(const int64_t* shapes) const { return {shapes + shape_at + dim, dim}; }
   };
-  using Seen = c10::SmallVector<const c10::TensorImpl*, 4>;  // the device tensors of views_, while capturing
+  using Seen = c10::SmallVector<const c10::TensorImpl*, 4>;  // views_'s device tensors, while capturing
   void capture(const c10::IValue& v, Seen* seen = nullptr);  // appends to values_ (and views_)
   bool writes(const View& v, const c10::FunctionSchema& op) const;
   void add_view(const at::Tensor& t, int element, Seen* seen);
+  void link_same_tensors(const Seen& seen);  // sets same_as
   glue::HostView view(const View& v) const;
 
   // Held inline, as the whole call is, in the stream's task: the worker reads
