@@ -211,6 +211,17 @@ def _empty_out(call):
     return lambda d: call(torch.zeros(0, device=d), torch.ones(2, device=d))
 
 
+def _cat_of_many_into(out_at, piece_at):
+    # Dozens of list elements, the views of one tensor far apart among them.
+    def fn(d):
+        x = torch.arange(60.0, device=d)
+        others = [torch.ones(1, device=d) for _ in range(25)]
+        torch.cat(others[:12] + [x[piece_at : piece_at + 10]] + others[12:], out=x[out_at : out_at + 35])
+        return x
+
+    return fn
+
+
 OVERLAPS = {
     "setitem": _overlap(lambda x: x.__setitem__(slice(1, None), x[:-1])),
     "copy_": _overlap(lambda x: x[1:].copy_(x[:-1])),
@@ -221,6 +232,8 @@ OVERLAPS = {
     # ATen tells these by identity alone: an empty tensor has no memory to overlap.
     "an empty input as the out": _empty_out(lambda e, x: torch.cat([e, x], out=e)),
     "an empty input as the out, later in the list": _empty_out(lambda e, x: torch.cat([x, e], out=e)),
+    "an out that overlaps one of many inputs": _cat_of_many_into(out_at=5, piece_at=0),
+    "an out beside one of many inputs is fine": _cat_of_many_into(out_at=20, piece_at=0),
     "full overlap is fine": _overlap(lambda x: x.add_(x)),
     "disjoint halves are fine": _overlap(lambda x: x[:2].copy_(x[3:])),
 }

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <mutex>
-#include <numeric>
 
 #include "cuda_dtypes.h"
+#include "first_equal.h"
 #include "openreg/core/graph.h"
 #include "openreg/glue/generator.h"
 
@@ -59,7 +59,7 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
     : generator_arg_(generator_arg), growable_(growable) {
   Seen seen;
   for (const auto& a : args) capture(a, &seen);
-  link_same_tensors(seen);
+  link_views(seen);
   n_inputs_ = static_cast<int>(values_.size());
   std::optional<at::Generator> gen;
   if (generator_arg >= 0) {
@@ -92,14 +92,19 @@ void HostCall::capture(const c10::IValue& v, Seen* seen) {
       if (e.isTensor() && is_device(e.toTensor())) add_view(e.toTensor(), element, seen);
       ++element;
     }
+    // Device elements are left undefined (arguments() sets them): holding them would cost two atomic
+    // operations each, and torch.cat takes thousands.
     if (v.isTensorList()) {
       c10::List<at::Tensor> now;
-      for (const at::Tensor& t : v.toTensorList()) now.push_back(read_now(t));
+      now.reserve(v.toListRef().size());
+      for (const at::Tensor& t : v.toTensorList()) now.push_back(is_device(t) ? at::Tensor() : read_now(t));
       values_.emplace_back(now);
     } else {
       c10::List<std::optional<at::Tensor>> now;
+      now.reserve(v.toListRef().size());
       for (const c10::IValue& e : v.toListRef()) {
-        now.push_back(e.isNone() ? std::nullopt : std::optional<at::Tensor>(read_now(e.toTensor())));
+        const bool keep = !e.isNone() && !is_device(e.toTensor());
+        now.push_back(keep ? std::optional<at::Tensor>(read_now(e.toTensor())) : std::nullopt);
       }
       values_.emplace_back(now);
     }
@@ -118,19 +123,18 @@ void HostCall::add_view(const at::Tensor& t, int element, Seen* seen) {
   shapes_.append(t.sizes().begin(), t.sizes().end());
   shapes_.append(t.strides().begin(), t.strides().end());
   views_.push_back(View{glue::HostAlias::of(t), element, at, static_cast<int16_t>(values_.size()),
-                        static_cast<uint16_t>(t.dim()), -1});
+                        static_cast<uint16_t>(t.dim()), -1, -1});
 }
 
-void HostCall::link_same_tensors(const Seen& seen) {
-  if (seen.size() < 2) return;
-  // Sorted, not searched pairwise: list arguments (torch.cat, _foreach_*) bring thousands.
-  c10::SmallVector<int32_t, 8> order(seen.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return seen[a] < seen[b]; });
-  for (size_t k = 1; k < order.size(); ++k) {
-    if (seen[order[k]] != seen[order[k - 1]]) continue;
-    const int32_t first = views_[order[k - 1]].same_as;
-    views_[order[k]].same_as = first >= 0 ? first : order[k - 1];
+void HostCall::link_views(const Seen& seen) {
+  const auto tensor = first_equal(seen.size(), [&](int32_t i) { return seen[i]; });
+  const auto memory =
+      first_equal(seen.size(), [&](int32_t i) { return std::make_pair(views_[i].alias.base, views_[i].alias.nbytes); });
+  for (size_t i = 0; i < seen.size(); ++i) {
+    View& v = views_[i];
+    if (tensor[i] != static_cast<int32_t>(i)) v.same_as = tensor[i];
+    // Tensors without memory share none (linalg_qr takes two such out= tensors for one).
+    if (memory[i] != static_cast<int32_t>(i) && v.alias.base != nullptr) v.storage_as = memory[i];
   }
 }
 
@@ -230,25 +234,21 @@ torch::jit::Stack HostCall::arguments(bool with_outs) const {
   const int n = with_outs ? static_cast<int>(values_.size()) : n_inputs_;
   torch::jit::Stack stack(values_.begin(), values_.begin() + n);
   int copied = -1;  // the list argument last copied, so that the host's list stays as given
-  // One per device allocation, as ATen's overlap checks expect; tensors
-  // without memory share none (linalg_qr takes two such out= tensors for one).
-  c10::SmallVector<std::pair<const void*, c10::Storage>, 4> storages;
-  // Only the caller's tensors grow (an out= op it called): a result openreg allocated for an out= overload
-  // has its meta shape, and a kernel that would grow it computes functionally instead.
-  auto storage_of = [&](const glue::HostAlias& a, bool given) -> const c10::Storage& {
-    for (const auto& [base, storage] : storages) {
-      if (a.base != nullptr && base == a.base && storage.nbytes() == a.nbytes) return storage;
-    }
-    return storages.emplace_back(a.base, a.storage(growable_ && given)).second;
+  auto built = [&](int32_t i) -> at::Tensor {
+    const View& v = views_[i];
+    return v.element < 0 ? stack[v.arg].toTensor() : stack[v.arg].toList().get(v.element).toTensor();
   };
   for (const View& v : views_) {
     if (v.arg >= n) break;
     at::Tensor t;
     if (v.same_as >= 0) {
-      const View& first = views_[v.same_as];
-      t = first.element < 0 ? stack[first.arg].toTensor() : stack[first.arg].toList().get(first.element).toTensor();
+      t = built(v.same_as);
     } else {
-      t = v.alias.tensor(storage_of(v.alias, v.arg < n_inputs_), v.sizes(shapes_.data()), v.strides(shapes_.data()));
+      // Only the caller's tensors grow (an out= op it called): a result openreg allocated for an out= overload
+      // has its meta shape, and a kernel that would grow it computes functionally instead.
+      c10::Storage storage =
+          v.storage_as >= 0 ? built(v.storage_as).storage() : v.alias.storage(growable_ && v.arg < n_inputs_);
+      t = v.alias.tensor(std::move(storage), v.sizes(shapes_.data()), v.strides(shapes_.data()));
     }
     if (v.element < 0) {
       stack[v.arg] = std::move(t);

@@ -61,6 +61,9 @@ class HostCall {
     // one's, as ATen tells some overlaps by identity alone (an empty out= tensor
     // that is also an input).
     int32_t same_as;
+    // The first view of the same device memory, or -1: its CPU storage is that
+    // one's, as ATen's overlap checks expect one storage per allocation.
+    int32_t storage_as;
     c10::IntArrayRef sizes(const int64_t* shapes) const { return {shapes + shape_at, dim}; }
     c10::IntArrayRef strides(const int64_t* shapes) const { return {shapes + shape_at + dim, dim}; }
   };
@@ -68,7 +71,7 @@ class HostCall {
   void capture(const c10::IValue& v, Seen* seen = nullptr);  // appends to values_ (and views_)
   bool writes(const View& v, const c10::FunctionSchema& op) const;
   void add_view(const at::Tensor& t, int element, Seen* seen);
-  void link_same_tensors(const Seen& seen);  // sets same_as
+  void link_views(const Seen& seen);  // sets same_as and storage_as
   glue::HostView view(const View& v) const;
 
   // Held inline, as the whole call is, in the stream's task: the worker reads

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "first_equal.h"
 #include "openreg/glue/kernel_warnings.h"
 #include "openreg/glue/launch.h"
 #include "results.h"
@@ -147,22 +148,13 @@ void put_sharing(Key& key, c10::ArrayRef<c10::IValue> args) {
       add(a);
     }
   }
+  const auto first =
+      first_equal(device.size(), [&](int32_t i) { return device[i]->unsafe_storage().unsafeGetStorageImpl(); });
   bool shared = false;
-  for (size_t i = 1; i < device.size() && !shared; ++i) {
-    for (size_t j = 0; j < i && !shared; ++j) {
-      shared = device[i]->unsafe_storage().unsafeGetStorageImpl() == device[j]->unsafe_storage().unsafeGetStorageImpl();
-    }
-  }
+  for (size_t i = 0; i < device.size(); ++i) shared |= first[i] != static_cast<int32_t>(i);
   if (!shared) return;
   put(key, 'S');
-  for (size_t i = 0; i < device.size(); ++i) {
-    int64_t first = 0;
-    while (device[first]->unsafe_storage().unsafeGetStorageImpl() !=
-           device[i]->unsafe_storage().unsafeGetStorageImpl()) {
-      ++first;
-    }
-    put(key, first), put(key, device[i]->storage_offset());
-  }
+  for (size_t i = 0; i < device.size(); ++i) put(key, first[i]), put(key, device[i]->storage_offset());
 }
 
 void put_global_state(Key& key) {
