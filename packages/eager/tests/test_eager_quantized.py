@@ -117,14 +117,21 @@ def _raised(fn, d):
     return info
 
 
-@pytest.mark.parametrize("case", ["cat_per_channel", "copy_to_float", "quantize_int"])
+ERRORS = {
+    "cat_per_channel": lambda d: torch.cat([per_channel(d), per_channel(d)]),
+    "copy_to_float": lambda d: x(d).copy_(per_tensor(d)),
+    # _to_copy asks for a quantized tensor of the float dtype, which the factories refuse
+    "to_float": lambda d: per_tensor(d).to(torch.float32),
+    "per_channel_to_float": lambda d: per_channel(d).to(torch.float32),
+    "factory_without_a_quantized_dtype": lambda d: torch._empty_affine_quantized([2], device=d),
+    "quantize_int": lambda d: torch.quantize_per_tensor(torch.ones(3, dtype=torch.int32, device=d), 0.1, 0,
+                                                        torch.quint8),
+}
+
+
+@pytest.mark.parametrize("case", ERRORS)
 def test_errors_match_the_cpu(case):
-    fn = {
-        "cat_per_channel": lambda d: torch.cat([per_channel(d), per_channel(d)]),
-        "copy_to_float": lambda d: x(d).copy_(per_tensor(d)),
-        "quantize_int": lambda d: torch.quantize_per_tensor(torch.ones(3, dtype=torch.int32, device=d), 0.1, 0,
-                                                            torch.quint8),
-    }[case]
+    fn = ERRORS[case]
     cpu, dev = _raised(fn, "cpu"), _raised(fn, DEV)
     assert (dev.type, str(dev.value).split("\n")[0]) == (cpu.type, str(cpu.value).split("\n")[0])
 

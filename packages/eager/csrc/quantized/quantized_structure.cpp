@@ -31,9 +31,11 @@ void register_quantized_structure(torch::Library& quantized, torch::Library& den
   quantized.impl("empty_quantized", &at::native::empty_quantized);
   quantized.impl("_empty_affine_quantized", &at::native::empty_affine_quantized);
   quantized.impl("_empty_per_channel_affine_quantized", &at::native::empty_per_channel_affine_quantized);
-  // Factories reach the dense key (the dtype does not choose the backend).
-  dense.impl("_empty_affine_quantized", &at::native::empty_affine_quantized);
-  dense.impl("_empty_per_channel_affine_quantized", &at::native::empty_per_channel_affine_quantized);
+  // A factory given a dtype that is not quantized (or none) reaches the dense key: the CPU's kernel for it
+  // raises, and so does openreg's (q.to(torch.float32) asks _to_copy for a quantized float tensor).
+  dense.impl("_empty_affine_quantized", &at::native::empty_affine_quantized_other_backends_stub);
+  dense.impl("_empty_per_channel_affine_quantized",
+             &at::native::empty_per_channel_affine_quantized_other_backends_stub);
 }
 
 }  // namespace openreg::eager
