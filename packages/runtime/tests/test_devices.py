@@ -374,14 +374,22 @@ def test_storage_openreg_methods(two_devices):
     assert_close(t.cpu(), cpu)
 
 
-def test_accelerator_device_capability_lists_cudas_dtypes_each_converting_to_each_other(two_devices):
-    cuda = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.float16, torch.bfloat16}
-    cuda |= {torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128}
+def test_accelerator_device_capability_lists_the_dtypes_that_convert_to_each_other(two_devices):
+    held = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.float16, torch.bfloat16}
+    held |= {torch.float32, torch.float64, torch.complex32, torch.complex64, torch.complex128}
+    held |= {torch.uint16, torch.uint32, torch.uint64, torch.float8_e5m2, torch.float8_e4m3fn}
+    held |= {torch.float8_e5m2fnuz, torch.float8_e4m3fnuz, torch.float8_e8m0fnu}
+    quantized = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+    try:  # quantized tensors come with openreg-eager
+        torch.quantize_per_tensor(torch.ones(1, device="openreg:1"), 1.0, 0, torch.qint8)
+        made = quantized
+    except NotImplementedError:
+        made = set()
     for device in (None, "openreg:1", 1):
-        assert set(torch.accelerator.get_device_capability(device)["supported_dtypes"]) == cuda
-    for source in cuda:
+        assert set(torch.accelerator.get_device_capability(device)["supported_dtypes"]) == held | made
+    for source in held:
         x = torch.ones(4, dtype=source, device="openreg:1")
-        for target in cuda:
+        for target in held:
             assert x.to(target).cpu().tolist() == torch.ones(4, dtype=source).to(target).tolist(), (source, target)
     with pytest.raises(RuntimeError, match="openreg"):
         torch.accelerator.get_device_capability(5)

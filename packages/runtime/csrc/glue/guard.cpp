@@ -1,5 +1,6 @@
 // The PrivateUse1 device guard: device and stream switching, and events, for
 // c10::DeviceGuard, torch.Stream, torch.Event and torch.accelerator.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "openreg/core/device.h"
@@ -112,17 +113,26 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
     device_allocator()->recordStream(ptr, stream);
   }
-  // The dtypes CUDA computes, each of which converts to each other, as the
-  // capability promises (torch 2.13's CUDA guard does not answer at all).
-  // Quantized, bit and sub-byte dtypes are held, but convert to nothing.
+  // The dtypes whose tensors openreg holds and converts to each other (CUDA's,
+  // float8, the wide unsigned ones), as the capability promises (torch 2.13's
+  // CUDA guard does not answer at all), and the quantized ones where a layer
+  // makes such tensors (openreg-eager: quantize_per_tensor, dequantize). Bit
+  // and sub-byte dtypes are held, but convert to nothing.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     checked([&] { check_device(index(d)); });
     c10::DeviceCapability capability;
     capability.capability_data.capability_bits = 0;
     auto& has = capability.capability_data.supported_scalar_types;
     has.has_Byte = has.has_Char = has.has_Short = has.has_Int = has.has_Long = has.has_Bool = 1;
+    has.has_UInt16 = has.has_UInt32 = has.has_UInt64 = 1;
     has.has_Half = has.has_BFloat16 = has.has_Float = has.has_Double = 1;
     has.has_ComplexHalf = has.has_ComplexFloat = has.has_ComplexDouble = 1;
+    has.has_Float8_e5m2 = has.has_Float8_e4m3fn = has.has_Float8_e5m2fnuz = has.has_Float8_e4m3fnuz = 1;
+    has.has_Float8_e8m0fnu = 1;
+    const auto quantized = c10::Dispatcher::singleton().findOp({"aten::_empty_affine_quantized", ""});
+    if (quantized && quantized->hasKernelForDispatchKey(c10::DispatchKey::QuantizedPrivateUse1)) {
+      has.has_QInt8 = has.has_QUInt8 = has.has_QInt32 = has.has_QUInt4x2 = has.has_QUInt2x4 = 1;
+    }
     return capability;
   }
 };
