@@ -162,10 +162,20 @@ def test_the_command_fails_with_the_fix(shadow: Shadow):
     assert "Traceback" not in out.stderr
 
 
-def test_unexpected_failure_in_openreg_itself_never_breaks_import_torch(shadow: Shadow):
-    # Whatever goes wrong inside openreg while torch autoloads it ends as a warning, never an exception.
-    package = shadow.copy("openreg")
+def _bug_in_the_loader(package: Path) -> str:
     (package / "_loader.py").write_text("raise RuntimeError('a bug in openreg')\n")
+    return "a bug in openreg"
+
+
+def _version_file_never_written(package: Path) -> str:  # a checkout installed in editable mode, never built
+    (package / "_version.py").unlink()
+    return "No module named 'openreg._version'"
+
+
+@pytest.mark.parametrize("damage", [_bug_in_the_loader, _version_file_never_written])
+def test_unexpected_failure_in_openreg_itself_never_breaks_import_torch(shadow: Shadow, damage):
+    # Whatever goes wrong inside openreg while torch autoloads it ends as a warning, never an exception.
+    cause = damage(shadow.copy("openreg"))
     result = run_json("""
         import json, warnings
         with warnings.catch_warnings(record=True) as caught:
@@ -176,7 +186,7 @@ def test_unexpected_failure_in_openreg_itself_never_breaks_import_torch(shadow: 
     """, env=shadow.env())
     assert result["cpu"] == [2.0]
     assert len(result["warnings"]) == 1
-    assert "a bug in openreg" in result["warnings"][0]
+    assert cause in result["warnings"][0]
     assert "pip install --force-reinstall openreg" in result["warnings"][0]
 
 

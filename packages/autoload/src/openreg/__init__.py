@@ -10,8 +10,6 @@ works with no other import. With TORCH_DEVICE_BACKEND_AUTOLOAD=0, `import openre
 `openreg.init()` loads the layers up front. The command line is `openreg` (or `python -m openreg`).
 """
 
-from ._version import __version__  # written at build time from the checkout's VERSION file
-
 
 def _autoload() -> None:
     """The `torch.backends` entry point, called by torch at `import torch`. Cheap, and never raises."""
@@ -52,11 +50,16 @@ def init() -> None:
 
 
 def __getattr__(name: str):
-    # Looked up lazily: nothing at module level may raise, or `import torch` would fail with it.
+    # Looked up lazily: nothing at module level may raise, or `import torch` would fail with it (a checkout
+    # installed in editable mode but never built has no _version.py; the loader warns about it).
     if name in ("LoadError", "LoadWarning"):
         from . import _state
 
         return getattr(_state, name)
+    if name == "__version__":
+        from ._version import __version__  # written at build time from the checkout's VERSION file
+
+        return __version__
     raise AttributeError(f"module 'openreg' has no attribute {name!r}")
 
 
