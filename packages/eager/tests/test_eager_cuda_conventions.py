@@ -194,14 +194,18 @@ def test_embedding_bag_sizes_its_extra_results_as_cuda(op, mode, include_last_of
     # per-sample weights are for mode "sum" only, sparse gradients not for "max"
     [("sum", False, False), ("sum", True, False), ("sum", True, True), ("mean", False, True), ("max", False, False)],
 )
-def test_embedding_bag_trains_as_on_the_cpu(mode, per_sample_weights, sparse):
+# The backward reads offset2bag in the type indices and offsets promote to.
+@pytest.mark.parametrize("index_dtypes", [(torch.int64, torch.int64), (torch.int64, torch.int32),
+                                          (torch.int32, torch.int64), (torch.int32, torch.int32)], ids=str)
+def test_embedding_bag_trains_as_on_the_cpu(mode, per_sample_weights, sparse, index_dtypes):
+    indices, offsets = (t.to(dtype) for t, dtype in zip((_INDICES, _OFFSETS), index_dtypes, strict=True))
     grads = {}
     for device in ("cpu", "openreg"):
         bag = torch.nn.EmbeddingBag(10, 4, mode=mode, sparse=sparse).to(device)
         with torch.no_grad():
             bag.weight.copy_(torch.arange(40.0).reshape(10, 4).sin())
         psw = torch.linspace(0.5, 2.0, 8, device=device, requires_grad=True) if per_sample_weights else None
-        bag(_INDICES.to(device), _OFFSETS.to(device), per_sample_weights=psw).pow(2).sum().backward()
+        bag(indices.to(device), offsets.to(device), per_sample_weights=psw).pow(2).sum().backward()
         grads[device] = [bag.weight.grad.cpu().to_dense()] + ([psw.grad.cpu()] if psw is not None else [])
     for cpu, openreg in zip(grads["cpu"], grads["openreg"], strict=True):
         assert_close(openreg, cpu)

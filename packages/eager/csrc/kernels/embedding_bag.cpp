@@ -35,7 +35,11 @@ void embedding_bag(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   generic_kernel(op, stack);
   c10::IValue* results = &*(stack->end() - 4);
   at::Tensor offset2bag = results[1].toTensor();
-  if (offset2bag.numel() != indices.numel()) results[1] = offset2bag_of(offsets, indices.numel());
+  if (offset2bag.numel() != indices.numel()) {
+    // In the type indices and offsets promote to, which the backward reads it as.
+    const at::ScalarType index_type = at::promote_types(indices.scalar_type(), offsets.scalar_type());
+    results[1] = offset2bag_of(offsets.to(index_type), indices.numel());
+  }
   const at::Tensor bag_size = results[2].toTensor();
   if (bag_size.size(0) != offsets.size(0)) {
     at::Tensor sized = at::zeros(offsets.sizes(), bag_size.options());
