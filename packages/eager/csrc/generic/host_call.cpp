@@ -3,7 +3,6 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
-#include <algorithm>
 #include <mutex>
 
 #include "cuda_dtypes.h"
