@@ -20,22 +20,15 @@ WIDER = {
     torch.bool: torch.uint8,
 }
 
-_FFTS = {f"fft.{kind}{n}" for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft") for n in ("", "2", "n")}
-# CUDA dtypes in OpInfo that openreg does not compute (the README's "Dtypes only CUDA computes" says why).
-NOT_COMPUTED = {
-    # torch's FFT front end accepts float16 (and, from torch 2.14, bfloat16) only for CUDA tensors.
-    torch.float16: _FFTS | {"stft"},
-    torch.bfloat16: _FFTS | {"stft"},
-}
 # Computed by a kernel of openreg's own, not by widening (test_eager_complex_nansum.py).
 OWN_KERNEL = {"nansum", "nanmean"}
 # Computed widened, as on CUDA, though the CPU also computes them in the narrow dtype (kernels/normalization.cpp).
 WIDENED_BY_OWN_KERNEL = {"nn.functional.batch_norm"}
 
 
-def _computed(op, dtype):
+def _computed(op):
     # Sparse tensors run the CPU's kernel for their layout as it is (README, "Sparse ... tensors").
-    return op.name not in NOT_COMPUTED.get(dtype, set()) | OWN_KERNEL and not op.name.startswith("sparse.")
+    return op.name not in OWN_KERNEL and not op.name.startswith("sparse.")
 
 
 # Samples that draw random numbers: checked against the range their results may take (openreg draws its own).
@@ -65,7 +58,7 @@ def _cuda_only():
             continue
         for dtype in sorted(set(op.dtypesIf.get("cuda", op.dtypes)) - set(op.dtypes), key=str):
             name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-            if dtype in WIDER and _computed(op, dtype):
+            if dtype in WIDER and _computed(op):
                 yield pytest.param(op, dtype, id=f"{name}-{str(dtype)[6:]}")
 
 
@@ -154,9 +147,8 @@ def test_its_gradients_too(op, dtype):
     [
         lambda x: torch.log1p(x.to(torch.complex32)),  # CUDA lists no complex32 log1p
         lambda x: torch.cumsum(x.to(torch.complex32), 0),
-        lambda x: torch.fft.rfft(x.real.half()),  # torch accepts float16 FFTs of CUDA tensors only
     ],
-    ids=["log1p-complex32", "cumsum-complex32", "rfft-float16"],
+    ids=["log1p-complex32", "cumsum-complex32"],
 )
 def test_what_openreg_does_not_compute_raises_the_cpus_error(call):
     x = torch.randn(8, dtype=torch.complex64)

@@ -1,6 +1,7 @@
 #include "cuda_dtypes.h"
 
 #include <c10/util/Exception.h>
+#include <torch/headeronly/version.h>
 
 #include <algorithm>
 #include <optional>
@@ -51,6 +52,10 @@ constexpr Row kTable[] = {
     {"aten::abs", T::Bool, T::Byte},
     {"aten::_fft_c2c", T::ComplexHalf, T::ComplexFloat},
     {"aten::_fft_c2r", T::ComplexHalf, T::ComplexFloat},
+    {"aten::_fft_r2c", T::ComplexHalf, T::ComplexFloat},  // a float16 signal, its transform complex32
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 14
+    {"aten::_fft_r2c", T::BFloat16, T::Float},  // stft's: from torch 2.14 CUDA's FFTs take bfloat16
+#endif
     {"aten::avg_pool3d", T::Half, T::Float},
     {"aten::avg_pool3d", T::BFloat16, T::Float},
     {"aten::avg_pool3d_backward", T::Half, T::Float},

@@ -1,0 +1,130 @@
+// Half-precision FFTs, as CUDA computes them. torch's FFT front ends
+// (`torch.fft.*`, CompositeImplicitAutograd) accept a float16 signal only on
+// CUDA (and, from torch 2.14, promote bfloat16 to float32 there); on any other
+// device they refuse it before a kernel runs. For such an input openreg first
+// runs the front end on meta tensors, which take CUDA's branch, so that what
+// CUDA refuses is refused with its error; then it computes in float32 and
+// rounds the result to the dtype CUDA returns. cuFFT computes float16 and
+// complex32 signals only where every transformed size is a power of two; the
+// FFT kernels check that for their own dtype and for a front end computing a
+// float16 signal widened.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include <string>
+#include <vector>
+
+#include "../generic/kernel.h"
+
+namespace openreg::eager {
+namespace {
+
+thread_local bool widened_half_signal = false;
+
+class WidenedHalfSignal {
+ public:
+  explicit WidenedHalfSignal(bool on) : was_(widened_half_signal) { widened_half_signal = on; }
+  ~WidenedHalfSignal() { widened_half_signal = was_; }
+  WidenedHalfSignal(const WidenedHalfSignal&) = delete;
+  WidenedHalfSignal& operator=(const WidenedHalfSignal&) = delete;
+
+ private:
+  bool was_;
+};
+
+bool is_half(at::ScalarType t) { return t == at::kHalf || t == at::kComplexHalf; }
+
+// _fft_r2c, _fft_c2c, _fft_c2r (and their out=): the signal is the transformed
+// dims of the input, with the real output's length last for c2r.
+void fft_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor& self = (*stack)[0].toTensor();
+  if (widened_half_signal || is_half(self.scalar_type())) {
+    std::vector<int64_t> signal;
+    for (const int64_t d : (*stack)[1].toDimVector()) {
+      if (d < -self.dim() || d >= self.dim()) return generic_kernel(op, stack);  // the kernel's own error
+      signal.push_back(self.size(d));
+    }
+    if (op.schema().name() == "aten::_fft_c2r" && !signal.empty()) signal.back() = (*stack)[3].toSymInt().expect_int();
+    for (const int64_t n : signal) {
+      TORCH_CHECK((n & (n - 1)) == 0,
+                  "cuFFT only supports dimensions whose sizes are powers of two when computing in half precision, but "
+                  "got a signal size of",
+                  c10::IntArrayRef(signal));
+    }
+  }
+  generic_kernel(op, stack);
+}
+
+at::Tensor meta_twin(const at::Tensor& t, bool empty) {
+  if (empty) return at::empty({0}, t.options().device(at::kMeta));
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+}
+
+void composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  op.callBoxedForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd, *stack);
+}
+
+// What CUDA returns for a float16 input is float16 / complex32; a bfloat16
+// one it computes as float32.
+at::ScalarType cuda_result(at::ScalarType input, bool complex) {
+  if (input == at::kHalf) return complex ? at::kComplexHalf : at::kHalf;
+  return complex ? at::kComplexFloat : at::kFloat;
+}
+
+// torch.fft.* (and out=), at openreg's autograd key and, for inference mode,
+// its backend key: every input but a real float16 or bfloat16 one takes the
+// front end as it is.
+void fft_front_end(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const at::Tensor self = (*stack)[0].toTensor();
+  if (self.scalar_type() != at::kHalf && self.scalar_type() != at::kBFloat16) return composite(op, stack);
+  const auto& args = op.schema().arguments();
+  const bool has_out = args.back().name() == "out";
+  // Its checks and errors, as CUDA's; an empty out, so that it warns of no resize twice.
+  torch::jit::Stack meta = *stack;
+  for (size_t i = 0; i < meta.size(); ++i) {
+    if (meta[i].isTensor()) meta[i] = meta_twin(meta[i].toTensor(), has_out && i + 1 == meta.size());
+  }
+  op.callBoxed(meta);
+
+  const WidenedHalfSignal guard(self.scalar_type() == at::kHalf);
+  (*stack)[0] = self.to(at::kFloat);
+  if (!has_out) {
+    composite(op, stack);
+    const at::Tensor result = stack->back().toTensor();
+    stack->back() = result.to(cuda_result(self.scalar_type(), result.is_complex()));
+    return;
+  }
+  const at::Tensor out = stack->back().toTensor();
+  const bool complex = out.is_complex();
+  stack->back() = at::empty({0}, out.options().dtype(complex ? at::kComplexFloat : at::kFloat));
+  composite(op, stack);
+  const at::Tensor result = stack->back().toTensor().to(cuda_result(self.scalar_type(), complex));
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  stack->back() = out;
+}
+
+void register_front_ends(torch::Library& m) {
+  for (const char* kind : {"fft", "ifft", "rfft", "irfft", "hfft", "ihfft"}) {
+    for (const char* dims : {"", "2", "n"}) {
+      const std::string name = std::string("fft_") + kind + dims;
+      m.impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&fft_front_end>());
+      m.impl((name + ".out").c_str(), torch::CppFunction::makeFromBoxedFunction<&fft_front_end>());
+    }
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { register_front_ends(m); }
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_front_ends(m);
+  for (const char* name : {"_fft_r2c", "_fft_c2c", "_fft_c2r"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&fft_kernel>());
+    m.impl((std::string(name) + ".out").c_str(), torch::CppFunction::makeFromBoxedFunction<&fft_kernel>());
+  }
+}
+
+}  // namespace openreg::eager
