@@ -147,8 +147,13 @@ def test_its_gradients_too(op, dtype):
     [
         lambda x: torch.log1p(x.to(torch.complex32)),  # CUDA lists no complex32 log1p
         lambda x: torch.cumsum(x.to(torch.complex32), 0),
+        # Widening bool to uint8 (CUDA's sparse mul, bool abs) must not let an integer result into a bool tensor.
+        lambda x: torch.mul(x.real.int(), x.real.int(), out=torch.empty(8, dtype=torch.bool, device=x.device)),
+        lambda x: torch.ones(8, dtype=torch.bool, device=x.device).mul_(x.real.int()),
+        lambda x: torch.mul(torch.ones(8, dtype=torch.bool, device=x.device), 2, out=torch.empty_like(x, dtype=bool)),
+        lambda x: torch.abs(x.real.int(), out=torch.empty(8, dtype=torch.bool, device=x.device)),
     ],
-    ids=["log1p-complex32", "cumsum-complex32"],
+    ids=["log1p-complex32", "cumsum-complex32", "mul-into-bool", "bool-mul_-int", "bool-mul-scalar", "abs-into-bool"],
 )
 def test_what_openreg_does_not_compute_raises_the_cpus_error(call):
     x = torch.randn(8, dtype=torch.complex64)

@@ -18,6 +18,7 @@ struct Row {
   std::string_view op;  // every overload, and the in-place op
   T narrow;             // complex32 also covers the float16 tensors promoted to it
   T wide;
+  bool sparse_only = false;  // for sparse arguments: CUDA's dense kernel refuses it as the CPU's does
 };
 
 // CUDA's kernels for these ops dispatch on the narrow dtype (OpInfo's
@@ -73,7 +74,7 @@ constexpr Row kTable[] = {
     {"aten::multilabel_margin_loss_backward", T::Half, T::Float},
     {"aten::multilabel_margin_loss_backward", T::BFloat16, T::Float},
     {"aten::rrelu_with_noise", T::Half, T::Float},
-    {"aten::mul", T::Bool, T::Byte},  // sparse (COO, CSR): CUDA's intersection kernel takes it, the CPU's loops not
+    {"aten::mul", T::Bool, T::Byte, true},  // CUDA's sparse intersection kernel takes it, the CPU's loops not
 };
 
 // The narrow dtype and its real counterpart (float16 for complex32), each with its wide one.
@@ -93,12 +94,17 @@ std::optional<T> wider(const std::vector<std::pair<T, T>>& pairs, T dtype) {
 
 bool is_tensor(const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); }
 
+bool is_sparse(const c10::IValue& v) {
+  return is_tensor(v) && (v.toTensor().is_sparse() || v.toTensor().is_sparse_csr());
+}
+
 // The row whose dtypes an argument has (a float16 tensor counts for complex32: a complex number promotes it).
 const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
   std::string_view name = op.schema().name();
   if (name.back() == '_') name.remove_suffix(1);  // the in-place variant
   for (const Row& row : kTable) {
     if (name != row.op) continue;
+    if (row.sparse_only && std::none_of(stack.begin(), stack.end(), is_sparse)) continue;
     const auto pairs = conversions(row);
     for (const auto& v : stack) {
       if (is_tensor(v) && wider(pairs, v.toTensor().scalar_type())) return &row;
