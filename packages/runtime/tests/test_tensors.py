@@ -282,11 +282,22 @@ def test_item_of_a_lazy_conjugate_or_negative_view_resolves_it():
     assert torch._neg_view(real.to("openreg"))[0].item() == torch._neg_view(real)[0].item() == -2.5
 
 
-def test_item_of_many_elements_is_an_error():
-    with pytest.raises(RuntimeError):
-        torch.ones(2).item()
-    with pytest.raises(RuntimeError):
-        torch.ones(2, device="openreg").item()
+@pytest.mark.parametrize(
+    "read",
+    [torch.Tensor.item, torch.ops.aten._local_scalar_dense],
+    ids=["item", "_local_scalar_dense"],
+)
+@pytest.mark.parametrize("make", [lambda: torch.ones(0), lambda: torch.ones(2), lambda: torch.arange(6.0)[3::2]])
+def test_reading_a_scalar_of_other_than_one_element_as_the_cpu(read, make):
+    """`.item()` refuses every count but one; `_local_scalar_dense` under it reads the first element (of CUDA's too)
+    and refuses only an empty tensor."""
+    try:
+        expected = read(make())
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=f"^{re.escape(str(e))}$"):
+            read(make().to("openreg"))
+    else:
+        assert read(make().to("openreg")) == expected
 
 
 def test_item_sees_queued_writes():

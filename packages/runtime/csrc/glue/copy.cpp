@@ -163,7 +163,8 @@ std::optional<at::Scalar> read_scalar(const HostView& s) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  // As the CPU's and CUDA's: the first element (`.item()` checks for one before).
+  TORCH_CHECK(self.numel() > 0, "_local_scalar_dense: Empty tensor not supported");
   // Read in place: `.item()` and `bool(t)` are what Python loops over device tensors wait for.
   HostView s = HostView::of(self);
   std::optional<at::Scalar> value;
