@@ -280,6 +280,47 @@ def test_softmax_half_precision_forward():
 
 
 @pytest.mark.parametrize(
+    ("op", "dtype"),
+    [(torch._softmax, torch.float16), (torch._softmax, torch.bfloat16), (torch._log_softmax, torch.float16)],
+    ids=["softmax-float16", "softmax-bfloat16", "log_softmax-float16"],
+)
+def test_half_to_float_is_computed_as_cuda_does(op, dtype):
+    """CUDA's kernel (the CPU's refuses it) reads the narrow input and writes float32; its backward takes a
+    float32 gradient and returns the input's dtype. The reference: the CPU's float32 op on the widened input."""
+    x, grad = _randn(6, 9, dtype=dtype) * 3, _randn(6, 9, seed=1)
+    leaf = x.to(DEVICE).requires_grad_()
+    got = op(leaf, 1, True)
+    got.backward(grad.to(DEVICE))
+    wide = x.float().requires_grad_()
+    expected = op(wide, 1, False)
+    expected.backward(grad)
+    assert got.dtype == torch.float32 and leaf.grad.dtype == dtype
+    torch.testing.assert_close(got.cpu(), expected)
+    torch.testing.assert_close(leaf.grad.cpu(), wide.grad.to(dtype))
+    out = torch.empty(0, device=DEVICE)
+    assert op(x.to(DEVICE), 1, True, out=out) is out
+    torch.testing.assert_close(out.cpu(), expected.detach())
+    backward, out_name = (
+        (torch.ops.aten._log_softmax_backward_data.out, "out")
+        if op is torch._log_softmax
+        else (torch.ops.aten._softmax_backward_data.out, "grad_input")
+    )
+    grad_input = torch.empty(0, dtype=dtype, device=DEVICE)
+    backward(grad.to(DEVICE), got.detach(), 1, dtype, **{out_name: grad_input})
+    torch.testing.assert_close(grad_input.cpu(), wide.grad.to(dtype))
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [(torch._softmax, torch.float32), (torch._log_softmax, torch.bfloat16), (torch._log_softmax, torch.float64)],
+    ids=["softmax-float32", "log_softmax-bfloat16", "log_softmax-float64"],
+)
+def test_half_to_float_of_another_dtype_is_refused(op, dtype):
+    with pytest.raises(RuntimeError, match="^conversion is supported for Half"):
+        op(torch.ones(2, 3, dtype=dtype, device=DEVICE), 1, True)
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [
         dict(),

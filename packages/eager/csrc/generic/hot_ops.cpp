@@ -4,10 +4,6 @@
 #include <ATen/core/IListRef.h>
 #include <ATen/ops/_foreach_add_ops.h>
 #include <ATen/ops/_foreach_mul_ops.h>
-#include <ATen/ops/_log_softmax_backward_data_ops.h>
-#include <ATen/ops/_log_softmax_ops.h>
-#include <ATen/ops/_softmax_backward_data_ops.h>
-#include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
@@ -71,8 +67,7 @@ void register_hot_ops(torch::Library& lib) {
                at::_ops::div__Tensor, at::_ops::div_Scalar, at::_ops::relu, at::_ops::relu_,
                at::_ops::threshold_backward, at::_ops::sigmoid, at::_ops::sigmoid_backward, at::_ops::tanh,
                at::_ops::tanh_backward, at::_ops::gelu, at::_ops::gelu_backward, at::_ops::where_self, at::_ops::mm,
-               at::_ops::addmm, at::_ops::bmm, at::_ops::sum_dim_IntList, at::_ops::mean_dim, at::_ops::_softmax,
-               at::_ops::_softmax_backward_data, at::_ops::_log_softmax, at::_ops::_log_softmax_backward_data,
+               at::_ops::addmm, at::_ops::bmm, at::_ops::sum_dim_IntList, at::_ops::mean_dim,
                at::_ops::nll_loss_forward, at::_ops::nll_loss_backward, at::_ops::addcmul_, at::_ops::addcdiv_,
                at::_ops::lerp__Scalar, at::_ops::_foreach_add__List, at::_ops::_foreach_mul__Scalar,
                // what a Python loop or condition on device values issues before each read

@@ -29,6 +29,9 @@ constexpr std::string_view kCudaStats =
     "it saves the statistics CUDA saves, which the meta kernel assumes (kernels/normalization.cpp)";
 constexpr std::string_view kIntegerHistc =
     "CUDA bins integer inputs, which the CPU's kernel refuses (kernels/histc.cpp)";
+constexpr std::string_view kHalfToFloat =
+    "CUDA computes half_to_float (a float16 input, a float32 result), which the CPU's kernel refuses; a typed kernel "
+    "serves the rest as a hot op's (kernels/softmax.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -98,6 +101,14 @@ constexpr OpPolicy kTable[] = {
     {"aten::nonzero_static", P::kOwnKernel,
      "CUDA lays its result out column by column, as the meta kernel says; the CPU row by row "
      "(kernels/nonzero_static.cpp)"},
+    {"aten::_softmax", P::kOwnKernel, kHalfToFloat},
+    {"aten::_softmax.out", P::kOwnKernel, kHalfToFloat},
+    {"aten::_log_softmax", P::kOwnKernel, kHalfToFloat},
+    {"aten::_log_softmax.out", P::kOwnKernel, kHalfToFloat},
+    {"aten::_softmax_backward_data", P::kOwnKernel, kHalfToFloat},
+    {"aten::_softmax_backward_data.out", P::kOwnKernel, kHalfToFloat},
+    {"aten::_log_softmax_backward_data", P::kOwnKernel, kHalfToFloat},
+    {"aten::_log_softmax_backward_data.out", P::kOwnKernel, kHalfToFloat},
     {"aten::histc", P::kOwnKernel, kIntegerHistc},
     {"aten::histc.out", P::kOwnKernel, kIntegerHistc},
     {"aten::_embedding_bag_backward", P::kOwnKernel,
@@ -154,10 +165,6 @@ constexpr OpPolicy kTable[] = {
     {"aten::bmm", P::kHot, kHotReason},
     {"aten::sum.dim_IntList", P::kHot, kHotReason},
     {"aten::mean.dim", P::kHot, kHotReason},
-    {"aten::_softmax", P::kHot, kHotReason},
-    {"aten::_softmax_backward_data", P::kHot, kHotReason},
-    {"aten::_log_softmax", P::kHot, kHotReason},
-    {"aten::_log_softmax_backward_data", P::kHot, kHotReason},
     {"aten::nll_loss_forward", P::kHot, kHotReason},
     {"aten::nll_loss_backward", P::kHot, kHotReason},
     {"aten::addcmul_", P::kHot, kHotReason},
