@@ -80,7 +80,7 @@ void fft_front_end(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (self.scalar_type() != at::kHalf && self.scalar_type() != at::kBFloat16) return composite(op, stack);
   const auto& args = op.schema().arguments();
   const bool has_out = args.back().name() == "out";
-  // Its checks and errors, as CUDA's; an empty out, so that it warns of no resize twice.
+  // Its checks and errors, as CUDA's. The out= twin is empty, so that only the real call warns of a resize.
   torch::jit::Stack meta = *stack;
   for (size_t i = 0; i < meta.size(); ++i) {
     if (meta[i].isTensor()) meta[i] = meta_twin(meta[i].toTensor(), has_out && i + 1 == meta.size());
