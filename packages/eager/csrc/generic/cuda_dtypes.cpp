@@ -1,7 +1,7 @@
 #include "cuda_dtypes.h"
 
 #include <c10/util/Exception.h>
-#include <torch/headeronly/version.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <optional>

@@ -78,8 +78,7 @@ at::ScalarType cuda_result(at::ScalarType input, bool complex) {
 void fft_front_end(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor self = (*stack)[0].toTensor();
   if (self.scalar_type() != at::kHalf && self.scalar_type() != at::kBFloat16) return composite(op, stack);
-  const auto& args = op.schema().arguments();
-  const bool has_out = args.back().name() == "out";
+  const bool has_out = op.schema().arguments().back().is_out();
   // Its checks and errors, as CUDA's. The out= twin is empty, so that only the real call warns of a resize.
   torch::jit::Stack meta = *stack;
   for (size_t i = 0; i < meta.size(); ++i) {
