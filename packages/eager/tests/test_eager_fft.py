@@ -31,8 +31,18 @@ def _signal(*shape, dtype=torch.float16):
         (lambda: torch.stft(_signal(64), 6, return_complex=True), [6]),
         (lambda: torch.fft.fftn(_signal(2, 3, 4)), [2, 3, 4]),
         (lambda: torch.fft.fftn(_signal(2, 3, 4), s=(2, 4, 4)), [2, 4, 4]),
+        (lambda: torch.fft.fft2(_signal(3, 4, 8)), [4, 8]),  # the last two dims by default: allowed
+        (lambda: torch.fft.ifftn(_signal(3, 4, 8), dim=(0, 2)), [3, 8]),
+        # hfftn transforms the leading dims first, then the last; ihfftn the last first
+        (lambda: torch.fft.hfft2(_signal(6, 5)), [6]),
+        (lambda: torch.fft.hfft2(_signal(4, 4)), [6]),
+        (lambda: torch.fft.ihfft2(_signal(6, 8)), [6]),
+        (lambda: torch.fft.ihfft2(_signal(8, 6)), [6]),
     ],
-    ids=["fft", "rfft2", "irfft-n", "hfft-power-of-two", "irfft", "fft-complex32", "stft", "fftn", "fftn-s"],
+    ids=[
+        *("fft", "rfft2", "irfft-n", "hfft-power-of-two", "irfft", "fft-complex32", "stft", "fftn", "fftn-s"),
+        *("fft2-default-dims", "ifftn-dim", "hfft2-leading", "hfft2-last", "ihfft2-leading", "ihfft2-last"),
+    ],
 )
 def test_a_half_precision_signal_needs_power_of_two_sizes(call, signal):
     with warnings.catch_warnings():

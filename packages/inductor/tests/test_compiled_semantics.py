@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+import warnings
 
 import pytest
 import torch
@@ -292,6 +293,25 @@ def test_current_stream_inside_fullgraph():
             assert current == expected_eager
             stream.synchronize()
         assert_close_cpu(got, x + 1)
+
+
+# Half-precision FFTs --------------------------------------------------------------------------------
+
+
+def _half_spectrum(t):
+    return torch.fft.rfft(t).abs()
+
+
+def test_a_compiled_float16_fft_keeps_cuffts_power_of_two_rule():
+    """openreg computes a float16 FFT widened (csrc/kernels/fft.cpp), so the traced graph holds float32 FFT
+    kernels; cuFFT's rule that every transformed size be a power of two is checked as the graph is traced."""
+    compiled = torch.compile(_half_spectrum)
+    x = _randn(4, 8).half()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
+        assert_close_cpu(compiled(x.to(DEVICE)), _half_spectrum(x.to(DEVICE)).cpu())
+        with pytest.raises(RuntimeError, match=r"powers of two when computing in half precision, .*size of\[6\]"):
+            compiled(_randn(4, 6).half().to(DEVICE))
 
 
 # Strict mode -----------------------------------------------------------------------------------------

@@ -5,9 +5,10 @@
 // runs the front end on meta tensors, which take CUDA's branch, so that what
 // CUDA refuses is refused with its error; then it computes in float32 and
 // rounds the result to the dtype CUDA returns. cuFFT computes float16 and
-// complex32 signals only where every transformed size is a power of two; the
-// FFT kernels check that for their own dtype and for a front end computing a
-// float16 signal widened.
+// complex32 signals only where every transformed size is a power of two: the
+// FFT kernels check that for their own dtype, and the front end for the FFT
+// kernels it calls widened, before it calls them, so that a graph traced
+// through it (torch.compile) refuses as well.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -20,40 +21,76 @@
 namespace openreg::eager {
 namespace {
 
-thread_local bool widened_half_signal = false;
-
-class WidenedHalfSignal {
- public:
-  explicit WidenedHalfSignal(bool on) : was_(widened_half_signal) { widened_half_signal = on; }
-  ~WidenedHalfSignal() { widened_half_signal = was_; }
-  WidenedHalfSignal(const WidenedHalfSignal&) = delete;
-  WidenedHalfSignal& operator=(const WidenedHalfSignal&) = delete;
-
- private:
-  bool was_;
-};
-
 bool is_half(at::ScalarType t) { return t == at::kHalf || t == at::kComplexHalf; }
+
+void check_half_signal(c10::IntArrayRef signal) {
+  for (const int64_t n : signal) {
+    TORCH_CHECK((n & (n - 1)) == 0,
+                "cuFFT only supports dimensions whose sizes are powers of two when computing in half precision, but "
+                "got a signal size of",
+                signal);
+  }
+}
 
 // _fft_r2c, _fft_c2c, _fft_c2r (and their out=): the signal is the transformed
 // dims of the input, with the real output's length last for c2r.
 void fft_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor& self = (*stack)[0].toTensor();
-  if (widened_half_signal || is_half(self.scalar_type())) {
+  if (is_half(self.scalar_type())) {
     std::vector<int64_t> signal;
     for (const int64_t d : (*stack)[1].toDimVector()) {
       if (d < -self.dim() || d >= self.dim()) return generic_kernel(op, stack);  // the kernel's own error
       signal.push_back(self.size(d));
     }
     if (op.schema().name() == "aten::_fft_c2r" && !signal.empty()) signal.back() = (*stack)[3].toSymInt().expect_int();
-    for (const int64_t n : signal) {
-      TORCH_CHECK((n & (n - 1)) == 0,
-                  "cuFFT only supports dimensions whose sizes are powers of two when computing in half precision, but "
-                  "got a signal size of",
-                  c10::IntArrayRef(signal));
-    }
+    check_half_signal(signal);
   }
   generic_kernel(op, stack);
+}
+
+// The signals of the FFT kernels a front end calls, in its order (after its
+// meta run, so its arguments are valid): the transformed dims' sizes, `n` or
+// `s` where given, a real output's last length 2 * (m - 1) by default.
+// hfftn and ihfftn transform their last dim apart from the others. Sizes of a
+// traced graph are specialised: cuFFT's rule needs them.
+std::vector<std::vector<int64_t>> front_end_signals(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const at::Tensor& self = stack[0].toTensor();
+  const auto arg = [&](const char* name) { return stack[*schema.argumentIndexWithName(name)]; };
+  std::vector<int64_t> dims;
+  std::vector<c10::SymInt> given;
+  if (schema.argumentIndexWithName("n")) {
+    dims.push_back(arg("dim").toInt());
+    if (!arg("n").isNone()) given.push_back(arg("n").toSymInt());
+  } else {
+    if (!arg("s").isNone()) given = arg("s").toSymIntVector();
+    if (!arg("dim").isNone()) {
+      const at::DimVector d = arg("dim").toDimVector();
+      dims.assign(d.begin(), d.end());
+    } else {
+      const int64_t count = given.empty() ? self.dim() : static_cast<int64_t>(given.size());
+      for (int64_t d = self.dim() - count; d < self.dim(); ++d) dims.push_back(d);
+    }
+  }
+  if (dims.empty()) return {};
+  const std::string name = schema.name();
+  const bool ihfft = name.find("ihfft") != std::string::npos;
+  const bool real_output =
+      !ihfft && (name.find("irfft") != std::string::npos || name.find("hfft") != std::string::npos);
+  std::vector<int64_t> signal;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i < given.size()) {
+      signal.push_back(given[i].guard_int(__FILE__, __LINE__));
+      continue;
+    }
+    const int64_t m = self.sym_size(c10::maybe_wrap_dim(dims[i], self.dim())).guard_int(__FILE__, __LINE__);
+    signal.push_back(real_output && i + 1 == dims.size() ? 2 * (m - 1) : m);
+  }
+  const bool split = (ihfft || name.find("hfft") != std::string::npos) && signal.size() > 1;
+  if (!split) return {signal};
+  std::vector<int64_t> rest(signal.begin(), signal.end() - 1);
+  std::vector<int64_t> last{signal.back()};
+  return ihfft ? std::vector{last, rest} : std::vector{rest, last};
 }
 
 at::Tensor meta_twin(const at::Tensor& t, bool empty) {
@@ -86,7 +123,9 @@ void fft_front_end(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   op.callBoxed(meta);
 
-  const WidenedHalfSignal guard(self.scalar_type() == at::kHalf);
+  if (self.scalar_type() == at::kHalf) {
+    for (const std::vector<int64_t>& signal : front_end_signals(op, *stack)) check_half_signal(signal);
+  }
   (*stack)[0] = self.to(at::kFloat);
   if (!has_out) {
     composite(op, stack);
