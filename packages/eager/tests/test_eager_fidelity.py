@@ -553,6 +553,30 @@ def test_growing_an_out_tensor_grows_the_storage_its_views_share():
     assert_same_outcome(fn)
 
 
+OUT_RESIZED_BEFORE_A_VALUE_ERROR = {
+    "index_select": lambda d, out: torch.index_select(
+        torch.ones(5, 3, device=d), 0, torch.tensor([0, 7], device=d), out=out),
+    "gather": lambda d, out: torch.gather(torch.ones(2, 3, device=d), 1, torch.tensor([[0, 4]], device=d), out=out),
+    "cholesky": lambda d, out: torch.linalg.cholesky(-torch.eye(3, device=d), out=out),
+}
+
+
+@pytest.mark.parametrize("op", list(OUT_RESIZED_BEFORE_A_VALUE_ERROR))
+@pytest.mark.parametrize("repeat", [1, 2], ids=["first call", "second call"])
+def test_an_out_tensor_is_resized_before_a_value_error_as_on_the_cpu(op, repeat):
+    """The CPU's kernel (and CUDA's launch) resizes the out= tensor before it finds the value it refuses: the caller
+    who catches the error sees the new shape, on a signature's first call (run at the call) and later (queued)."""
+    def fn(d):
+        for _ in range(repeat):
+            out = torch.empty(0, device=d)
+            with pytest.raises((IndexError, RuntimeError)):
+                OUT_RESIZED_BEFORE_A_VALUE_ERROR[op](d, out)
+                torch.openreg.synchronize()
+        return torch.tensor(out.shape)
+
+    assert_same_outcome(fn)
+
+
 def test_a_range_read_from_the_values_is_checked_at_the_call():
     """histc with min == max takes its range from the input, which CUDA reads on the host: a non-finite one raises
     at the call, also once a good call of the same signature has run (and queued the next ones)."""
