@@ -577,6 +577,34 @@ def test_an_out_tensor_is_resized_before_a_value_error_as_on_the_cpu(op, repeat)
     assert_same_outcome(fn)
 
 
+def _sgn_gradients_compared(d):
+    x = torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64, device=d, requires_grad=True)
+    torch.sgn(x).sum().abs().backward()  # sgn's gradient for a real input is an efficient zero tensor
+    return torch.isclose(x.grad, torch.zeros_like(x), rtol=1e-7, atol=1e-7)
+
+
+def _zeros(d):
+    return torch._efficientzerotensor((3,), dtype=torch.float64, device=d)
+
+
+ZERO_TENSOR_ARGUMENTS = {
+    "mul.Scalar": lambda d: torch.ops.aten.mul.Scalar(_zeros(d), 2.0),
+    "add.Scalar": lambda d: torch.ops.aten.add.Scalar(_zeros(d), 2.0),
+    "dot": lambda d: torch.dot(_zeros(d), torch.ones(3, dtype=torch.float64, device=d)),
+    "vdot": lambda d: torch.vdot(torch.ones(3, dtype=torch.float64, device=d), _zeros(d)),
+    "isclose": lambda d: torch.isclose(torch.ones(3, dtype=torch.float64, device=d), _zeros(d)),
+    "sgn backward, compared": _sgn_gradients_compared,
+}
+
+
+@pytest.mark.parametrize("case", list(ZERO_TENSOR_ARGUMENTS))
+def test_ops_given_autograds_zero_tensors_compute_as_on_the_cpu(case):
+    """torch passes autograd's efficient zero tensors (no memory) straight to a few ops' kernels (mul.Scalar, dot:
+    a fallthrough at their ZeroTensor key); openreg's kernels for them read memory, and crashed the process
+    (mul.Scalar) or raised (dot). A zero tensor result is compared materialised (clone)."""
+    assert_same_outcome(lambda d: ZERO_TENSOR_ARGUMENTS[case](d).clone())
+
+
 def test_a_range_read_from_the_values_is_checked_at_the_call():
     """histc with min == max takes its range from the input, which CUDA reads on the host: a non-finite one raises
     at the call, also once a good call of the same signature has run (and queued the next ones)."""

@@ -230,6 +230,23 @@ void check_index_devices(c10::ArrayRef<c10::IValue> args) {
   }
 }
 
+// The CPU's kernels for ops that take efficient zero tensors check for them
+// (dot returns one); the CPU kernel openreg runs sees only memory, so it gets
+// real zeros, as torch's ZeroTensor fallback gives every other op. A written
+// one is refused with the CPU's error.
+std::optional<std::vector<c10::IValue>> materialize_zero_tensors(c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  std::optional<std::vector<c10::IValue>> materialized;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].isTensor() || !args[i].toTensor()._is_zerotensor()) continue;
+    const at::Tensor& zero = args[i].toTensor();
+    TORCH_CHECK(std::find(info.written.begin(), info.written.end(), static_cast<int>(i)) == info.written.end(),
+                "ZeroTensors are immutable. Please use the materialized zero tensor obtained using .clone()");
+    if (!materialized) materialized.emplace(args.begin(), args.end());
+    (*materialized)[i] = at::zeros(zero.sizes(), zero.options());
+  }
+  return materialized;
+}
+
 }  // namespace
 
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
@@ -286,6 +303,9 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
                               "' is not implemented for openreg: it has no CPU kernel "
                               "for openreg to run on device memory");
   if (info.view) return run_view(op, args, info);
+  if (info.takes_zero_tensors) {
+    if (auto materialized = materialize_zero_tensors(args, info)) return run_op(op, *materialized);
+  }
   for (int i : info.written) for_each_tensor(args.slice(i, 1), glue::materialize_for_write);
   const bool host = info.host_result || (info.host_unless_training >= 0 && !args[info.host_unless_training].toBool()) ||
                     (info.cpu_indices_ok && has_mask_index(args)) ||

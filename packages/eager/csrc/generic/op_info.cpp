@@ -92,6 +92,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.has_cpu_kernel = op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU);
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
+  info.takes_zero_tensors = op.hasKernelForDispatchKey(c10::DispatchKey::ZeroTensor);
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();

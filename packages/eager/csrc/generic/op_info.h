@@ -46,6 +46,10 @@ struct OpInfo {
   // histc: with min == max its range comes from the input's values, which CUDA
   // reads on the host, raising a non-finite range at the call; so does openreg.
   bool range_from_values = false;
+  // torch lets autograd's efficient zero tensors (no memory) through to this
+  // op's backend kernel: its ZeroTensor entry is a fallthrough (mul.Scalar,
+  // dot, view ops), where every other op gets them materialised.
+  bool takes_zero_tensors = false;
 };
 
 const OpInfo& op_info(const c10::OperatorHandle& op);
