@@ -46,9 +46,10 @@ struct OpInfo {
   // histc: with min == max its range comes from the input's values, which CUDA
   // reads on the host, raising a non-finite range at the call; so does openreg.
   bool range_from_values = false;
-  // torch lets autograd's efficient zero tensors (no memory) through to this
-  // op's backend kernel: its ZeroTensor entry is a fallthrough (mul.Scalar,
-  // dot, view ops), where every other op gets them materialised.
+  // Autograd's efficient zero tensors (no memory) may reach this op's backend
+  // kernel: it has a ZeroTensor entry of its own, a fallthrough (mul.Scalar,
+  // dot) or a kernel that may pass them on, where torch's fallback gives every
+  // other op real zeros.
   bool takes_zero_tensors = false;
 };
 
