@@ -147,24 +147,24 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
     }
     HostAccess access(touches.data(), touches.size());
     glue::WorkerDispatchState as_on_the_device;
+    const auto kernel = [&] {
+      if (!via_out) {
+        out = call.run(op);
+        return;
+      }
+      watch.hold();  // an out= kernel that fails may have warned about its outputs first
+      try {
+        out = call.run(*info.out_variant, /*with_outs=*/true);
+        watch.release(true);
+      } catch (const c10::Error&) {
+        watch.release(false);
+        out = call.run(op);  // a real error is raised again here
+        meta->functional_only = true;
+      }
+    };
     try {
-      glue::checked([&] {  // an input a failed task left invalid raises that failure
-        call.guarded(op, {}, std::nullopt, [&] {
-          if (!via_out) {
-            out = call.run(op);
-            return;
-          }
-          watch.hold();  // an out= kernel that fails may have warned about its outputs first
-          try {
-            out = call.run(*info.out_variant, /*with_outs=*/true);
-            watch.release(true);
-          } catch (const c10::Error&) {
-            watch.release(false);
-            out = call.run(op);  // a real error is raised again here
-            meta->functional_only = true;
-          }
-        });
-      });
+      // An input a failed task left invalid raises that failure.
+      glue::checked([&] { call.guarded(op, {}, std::nullopt, kernel); });
     } catch (...) {
       // The meta kernel took the arguments, so this is a failure found in values (an index out of range), which
       // the CPU's kernel and CUDA's launch meet with the out= tensors already resized: so are they here.

@@ -74,9 +74,9 @@ std::vector<std::vector<int64_t>> front_end_signals(const c10::OperatorHandle& o
   }
   if (dims.empty()) return {};
   const std::string name = schema.name();
+  const bool hermitian = name.find("hfft") != std::string::npos;  // hfft* and ihfft*
   const bool ihfft = name.find("ihfft") != std::string::npos;
-  const bool real_output =
-      !ihfft && (name.find("irfft") != std::string::npos || name.find("hfft") != std::string::npos);
+  const bool real_output = !ihfft && (hermitian || name.find("irfft") != std::string::npos);
   std::vector<int64_t> signal;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i < given.size()) {
@@ -86,8 +86,7 @@ std::vector<std::vector<int64_t>> front_end_signals(const c10::OperatorHandle& o
     const int64_t m = self.sym_size(c10::maybe_wrap_dim(dims[i], self.dim())).guard_int(__FILE__, __LINE__);
     signal.push_back(real_output && i + 1 == dims.size() ? 2 * (m - 1) : m);
   }
-  const bool split = (ihfft || name.find("hfft") != std::string::npos) && signal.size() > 1;
-  if (!split) return {signal};
+  if (!hermitian || signal.size() == 1) return {signal};
   std::vector<int64_t> rest(signal.begin(), signal.end() - 1);
   std::vector<int64_t> last{signal.back()};
   return ihfft ? std::vector{last, rest} : std::vector{rest, last};
