@@ -177,6 +177,18 @@ def test_adam_amsgrad_fused_like_cpu():
     _compare_runs(make, shape, torch.optim.Adam, dict(lr=1e-2, amsgrad=True, fused=True))
 
 
+@pytest.mark.parametrize("lr_shape", [(), (1,), (1, 1)], ids=["0-dim", "1", "1x1"])
+@pytest.mark.parametrize("lr_device", ["cpu", DEVICE])
+@pytest.mark.parametrize("opt_cls", [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.Adagrad],
+                         ids=lambda cls: cls.__name__)
+def test_fused_optimizers_take_a_tensor_lr_on_either_device(opt_cls, lr_device, lr_shape):
+    """CUDA's fused kernels read a CPU learning rate of any shape on the host, as PyTorch's test_optim.py
+    (test_tensor_lr) expects of every accelerator; a device one they read on the device."""
+    make, shape = MODELS["linear"]
+    _compare_runs(make, shape, opt_cls, dict(lr=torch.full(lr_shape, 1e-2, device=lr_device), fused=True),
+                  dict(lr=torch.full(lr_shape, 1e-2), fused=True))
+
+
 def test_sgd_nesterov_foreach_like_cpu():
     make, shape = MODELS["linear"]
     _compare_runs(make, shape, torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, foreach=True))

@@ -96,11 +96,13 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();
+  const bool cpu_lr_ok = has_policy(schema.operator_name(), Policy::kCpuLr);
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
     // So is an argument named `cpu_...` (_nested_from_padded's example).
     const bool any_cpu =
-        (info.cpu_indices_ok && a.name() == "indices") || a.name().rfind("cpu_", 0) == 0 ||
+        (info.cpu_indices_ok && a.name() == "indices") || (cpu_lr_ok && a.name() == "lr") ||
+        a.name().rfind("cpu_", 0) == 0 ||
         (nested_metadata && (a.name() == "nested_size" || a.name() == "nested_strides" || a.name() == "offsets"));
     info.cpu_args.push_back(written ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }

@@ -39,8 +39,9 @@ struct OpInfo {
   // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
   // Per argument, which CPU tensors it takes, as on CUDA: none where it is
-  // written, 0-dim ones it reads, any as an index op's `indices`, where the
-  // schema names it `cpu_...` or as a nested tensor's sizes/strides/offsets.
+  // written, 0-dim ones it reads, any as an index op's `indices` or a fused
+  // optimizer's `lr`, where the schema names it `cpu_...` or as a nested
+  // tensor's sizes/strides/offsets.
   enum class CpuArg : uint8_t { kNone, kScalar, kAny };
   std::vector<CpuArg> cpu_args;
   // histc: with min == max its range comes from the input's values, which CUDA

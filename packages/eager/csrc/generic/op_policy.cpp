@@ -32,6 +32,8 @@ constexpr std::string_view kIntegerHistc =
 constexpr std::string_view kHalfToFloat =
     "CUDA computes half_to_float (a float16 input, a float32 result), which the CPU's kernel refuses; a typed kernel "
     "serves the rest as a hot op's (kernels/softmax.cpp)";
+constexpr std::string_view kFusedOptimizerLr =
+    "CUDA's fused optimizer takes a CPU learning-rate tensor of any shape and reads it on the host (item())";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -58,6 +60,14 @@ constexpr OpPolicy kTable[] = {
     {"aten::index_put.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
     {"aten::index_put_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
     {"aten::_index_put_impl_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
+    {"aten::_fused_adam_.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_adam.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_adamw_.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_adamw.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_sgd_.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_sgd.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_adagrad_.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_adagrad.*", P::kCpuLr, kFusedOptimizerLr},
     {"aten::histc.*", P::kRangeFromValues,
      "with min == max CUDA reads the range from the values on the host, raising a non-finite one at the call"},
     {"aten::convolution_overrideable", P::kOverrideable, "PyTorch routes convolutions of unknown devices here"},
@@ -223,6 +233,8 @@ const char* policy_name(Policy policy) {
       return "checks values";
     case P::kCpuIndices:
       return "cpu indices";
+    case P::kCpuLr:
+      return "cpu lr";
     case P::kRangeFromValues:
       return "range from values";
     case P::kBypassComposite:

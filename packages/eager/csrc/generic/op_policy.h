@@ -25,6 +25,9 @@ enum class Policy {
   kChecksValues,
   // Takes CPU tensors as its `indices` argument, as CUDA does.
   kCpuIndices,
+  // Takes a CPU tensor of any shape as its `lr`, as CUDA's fused optimizers
+  // do (they read it on the host with item()).
+  kCpuLr,
   // With min == max its range comes from the input's values, which CUDA reads
   // on the host at the call.
   kRangeFromValues,
