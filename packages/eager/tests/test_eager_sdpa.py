@@ -185,8 +185,42 @@ def test_sdpa_kernel_selects_backends():
         with pytest.raises(RuntimeError, match="No available kernel"):
             F.scaled_dot_product_attention(*five_d)
     assert any("not all 3-D or 4-D" in str(w.message) for w in caught)
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), pytest.raises(RuntimeError, match="No available kernel"):
+    # FLASH is a backend of CUDA's and the CPU's, not openreg's: both of openreg's are off.
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]), pytest.raises(RuntimeError, match="No viable backend"):
         F.scaled_dot_product_attention(*(t.to(DEVICE) for t in (q, k, v)))
+
+
+def test_with_every_backend_off_the_error_is_the_cpus():
+    q = _randn(2, 3, 4, seed=0)
+    errors = {}
+    for device in ("cpu", DEVICE):
+        x = q.to(device)
+        with sdpa_kernel([SDPBackend.ERROR]):
+            for name, call in [("choice", torch._fused_sdp_choice), ("sdpa", F.scaled_dot_product_attention)]:
+                with pytest.raises(RuntimeError) as raised:
+                    call(x, x, x)
+                errors[(name, str(device) == "cpu")] = str(raised.value)
+    assert errors[("choice", False)] == errors[("choice", True)]
+    assert errors[("sdpa", False)] == errors[("sdpa", True)]
+
+
+class _DataDependentBatch(torch.nn.Module):
+    def forward(self, x):
+        x = x[x.sum(dim=(-1, -2)) != 0]  # an unbacked batch size under torch.export
+        q = x.view(-1, 1, 4, 8).transpose(1, 2)
+        mask = torch.ones((x.shape[0], 1, 1, 1), dtype=torch.bool, device=x.device)
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+
+
+def test_an_unbacked_batch_exports_and_runs_as_on_the_cpu():
+    # The choice takes an unbacked size as non-empty instead of guarding on it (PyTorch's
+    # test_transformers.py::test_sdpa_export_unbacked_attn_mask); the program then runs any batch, empty too.
+    x = _randn(4, 4, 8, seed=0)
+    x[0] = 0
+    programs = {d: torch.export.export(_DataDependentBatch(), (x.to(d),)).module() for d in ("cpu", DEVICE)}
+    for inputs in (x, torch.zeros(4, 4, 8), _randn(4, 4, 8, seed=1)):
+        expected = programs["cpu"](inputs)
+        torch.testing.assert_close(programs[DEVICE](inputs.to(DEVICE)).cpu(), expected)
 
 
 def _meta_like(t):

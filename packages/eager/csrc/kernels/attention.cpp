@@ -51,7 +51,10 @@ bool supported(const Tensor& q, const Tensor& k, const Tensor& v, const std::opt
   if (q.sym_size(-1) != k.sym_size(-1) || k.sym_size(-2) != v.sym_size(-2)) {
     return reject("query's and key's head sizes, or key's and value's lengths, differ");
   }
-  if (q.sym_numel() == 0 || k.sym_numel() == 0 || v.sym_numel() == 0) return reject("an input is empty");
+  // An unbacked size (a data-dependent batch under torch.export) is taken as
+  // non-empty rather than guarded on, as upstream's choice does.
+  auto empty = [](const Tensor& t) { return TORCH_GUARD_OR_FALSE(t.sym_numel().sym_eq(0)); };
+  if (empty(q) || empty(k) || empty(v)) return reject("an input is empty");
   // The meta kernel lays out a 3-D output only in query's own shape.
   if (dim == 3 && v.sym_size(-1) != q.sym_size(-1)) return reject("3-D value's head size differs from query's");
   if (mask && mask->defined() && mask->dim() > dim) return reject("attn_mask has more dimensions than query");
@@ -65,6 +68,10 @@ int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          double /*dropout_p*/, bool /*is_causal*/, std::optional<double> /*scale*/,
                          bool /*enable_gqa*/) {
   auto& ctx = at::globalContext();
+  // With both of openreg's backends off, CUDA's and the CPU's error for theirs.
+  TORCH_CHECK(ctx.userEnabledOverrideableSDP() || ctx.userEnabledMathSDP(),
+              "No viable backend for scaled_dot_product_attention was found. This is likely due to turning off both "
+              "the math kernel and the fused kernels.");
   if (ctx.userEnabledOverrideableSDP() && supported(q, k, v, mask, false)) {
     return static_cast<int64_t>(SDPBackend::overrideable);
   }
