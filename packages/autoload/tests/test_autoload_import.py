@@ -61,8 +61,9 @@ def _openreg_import_ms() -> float:
 
 
 def test_autoload_costs_at_most_10_ms():
-    # The best of a few runs after a warm-up (which writes the bytecode): timing noise only ever adds.
-    best = min(_openreg_import_ms() for _ in range(4))
+    # The best of several runs after a warm-up (which writes the bytecode): timing noise only ever adds, and under
+    # CI's parallel workers a run often shares its core (on torch 2.14.1 the cost is close to the bound: 9.5 ms).
+    best = min(_openreg_import_ms() for _ in range(8))
     assert best <= 10, f"registering openreg took {best:.1f} ms"
 
 
