@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from importlib import metadata
 
 import pytest
@@ -46,25 +45,6 @@ def test_import_torch_registers_but_loads_nothing_heavy():
     assert state["names"] == ["openreg", "openreg:1"]
     assert state["answers"] == ["openreg", True, "orccl", ["openreg"]]
     assert state["after"] == []
-
-
-def _openreg_import_ms() -> float:
-    # Torch imports the entry point with importlib.import_module, which -X importtime does not time, so the
-    # same work is timed through `import openreg` with autoload off: it does exactly what _autoload does.
-    # Bytecode caching on, as in an installed wheel: compiling openreg's sources is not what is measured.
-    out = run_python("import torch; import openreg", args=["-X", "importtime"],
-                     env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONDONTWRITEBYTECODE": ""})
-    assert out.returncode == 0, out.stderr
-    found = re.search(r"import time:\s+\d+ \|\s+(\d+) \| openreg$", out.stderr, re.MULTILINE)
-    assert found, out.stderr[-2000:]
-    return int(found.group(1)) / 1000
-
-
-def test_autoload_costs_at_most_10_ms():
-    # The best of several runs after a warm-up (which writes the bytecode): timing noise only ever adds, and under
-    # CI's parallel workers a run often shares its core (on torch 2.14.1 the cost is close to the bound: 9.5 ms).
-    best = min(_openreg_import_ms() for _ in range(8))
-    assert best <= 10, f"registering openreg took {best:.1f} ms"
 
 
 def test_autoload_off_then_import_openreg_enables_the_device():
