@@ -121,23 +121,52 @@ def test_a_size_only_sparse_constructor_made_first():
     assert out == {"device": "openreg:0", "nnz": 6, "dense": [[1.0] * 3] * 2}
 
 
-# Ops called through torch.ops skip torch's lazy initialisation: the PrivateUse1 fallback in libopenreg_lazy loads
-# the layers for the first one, and for the first after a C++ entry point loaded the glue alone.
-OPS = textwrap.dedent("""
+# Ops called through torch.ops skip torch's lazy initialisation: libopenreg_lazy loads the layers for the first
+# one (a factory: its kernel there), and for the first after a C++ entry point loaded the glue alone (then the
+# PrivateUse1 fallback). Each entry is a factory whose kernel is per backend (composites such as arange call them).
+ENTRIES = {
+    "arange": "torch.ops.aten.arange.start_step(0, 6, 1, dtype=torch.float32, device=device)",
+    "empty_strided": "torch.ops.aten.empty_strided.default([2, 3], [1, 2], device=device).fill_(2).flatten()",
+    "tril_indices": "torch.ops.aten.tril_indices.default(3, 3, device=device).flatten().float()",
+    "zero tensor": "torch.ops.aten._efficientzerotensor.default([6], device=device) + 1",
+}
+OPS = """
     def ops(device):
-        x = torch.ops.aten.arange.start_step(0, 6, 1, dtype=torch.float32, device=device)
-        y = torch.ops.aten.full.default([6], 0.5, device=device)
+        x = {entry}
+        y = torch.ops.aten.full.default(x.shape, 0.5, device=device)
         return torch.ops.aten.addcmul.default(x, x, y, value=2).tolist()
-    result = {"openreg": ops("openreg"), "initialized": torch.openreg.is_initialized(), "cpu": ops("cpu")}
+    result = {{"openreg": ops("openreg"), "initialized": torch.openreg.is_initialized(), "cpu": ops("cpu")}}
     print(json.dumps(result))
-""")
+"""
 FIRSTS = {"nothing": "", "a stream": 'torch.Stream("openreg")', "an event": 'torch.Event(device="openreg")'}
 
 
+@pytest.mark.parametrize("entry", ENTRIES)
 @pytest.mark.parametrize("first", FIRSTS)
-def test_ops_called_through_torch_ops_first(first):
-    out = _fresh("\n".join([FIRSTS[first], 'assert "openreg_eager" not in sys.modules', OPS]))
+def test_ops_called_through_torch_ops_first(first, entry):
+    code = textwrap.dedent(OPS).format(entry=ENTRIES[entry])
+    out = _fresh("\n".join([FIRSTS[first], 'assert "openreg_eager" not in sys.modules', code]))
     assert out["openreg"] == out["cpu"] and out["initialized"]
+
+
+def test_every_factory_that_can_reach_the_device_first_has_a_kernel_that_starts_it():
+    # Before the glue makes a tensor, an op reaches openreg only as a factory that torch's BackendSelect sends to
+    # the device's own kernel (no composite one): libopenreg_lazy's list must hold the running torch's, unless
+    # the PrivateUse1 fallback catches them all.
+    out = _fresh("""
+        C = torch._C
+        composites = ["CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                      "CompositeExplicitAutogradNonFunctional"]
+        factories = [n for n in C._dispatch_get_all_op_names()
+                     if n.startswith("aten::") and C._dispatch_has_kernel_for_dispatch_key(n, "BackendSelect")
+                     and not any(C._dispatch_has_kernel_for_dispatch_key(n, k) for k in composites)]
+        fallback = C._dispatch_has_backend_fallback(C.DispatchKey.PrivateUse1)
+        kernels = {n for n in factories if fallback
+                   or any(C._dispatch_has_kernel_for_dispatch_key(n, k) for k in ("PrivateUse1", "SparsePrivateUse1"))}
+        print(json.dumps({"factories": "aten::empty.memory_format" in factories,
+                          "without": sorted(set(factories) - kernels), "loaded": "openreg_runtime" in sys.modules}))
+    """)
+    assert out == {"factories": True, "without": [], "loaded": False}
 
 
 INITS = ["torch.openreg.init()", "torch.openreg._lazy_init()", "import openreg; openreg.init()"]

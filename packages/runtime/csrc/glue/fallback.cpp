@@ -62,10 +62,9 @@ void runtime_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                               "compute ops come with openreg-eager. Install it with: pip install openreg");
 }
 
-[[maybe_unused]] const bool g_attached = [] {
-  lazy::attach_fallback(&runtime_fallback);
-  return true;
-}();
+// Before this library's other registrations (default priority): attaching
+// drops libopenreg_lazy's factory kernels, which tensors.cpp's would override.
+[[gnu::constructor(101)]] void attach() { lazy::attach_fallback(&runtime_fallback); }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "openreg/lazy/entry.h"
@@ -38,23 +39,56 @@ void fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::ji
   policy(op, stack);
 }
 
-// Unless another PrivateUse1 backend holds the key (torch then refuses our
-// hooks too, and the Python layer says why). An exception here would escape
-// from `import torch`, which must survive openreg.
-const std::unique_ptr<torch::Library> g_library = []() -> std::unique_ptr<torch::Library> {
+// Until the glue loads no openreg tensor exists, so an op reaches PrivateUse1
+// only as a factory whose kernel is per backend (torch's BackendSelect picks
+// the device's kernel; composite factories call these). Registering a
+// fallback updates every operator's dispatch table (~3 ms, a third of
+// openreg's share of `import torch`), so `import torch` registers these
+// factories alone and the glue's loading registers the fallback
+// (attach_fallback). The test_autoload_entry_points factory test checks the
+// list against the running torch.
+constexpr const char* kFactories[] = {"empty.memory_format",
+                                      "empty_strided",
+                                      "_efficientzerotensor",
+                                      "tril_indices",
+                                      "triu_indices",
+                                      "from_file",
+                                      "_make_dep_token",
+                                      "_cudnn_init_dropout_state",
+                                      "empty_quantized",
+                                      "_empty_affine_quantized",
+                                      "_empty_per_channel_affine_quantized",
+                                      "_sparse_coo_tensor_with_dims_and_tensors"};
+
+// Nothing when another PrivateUse1 backend holds the key (torch then refuses
+// our hooks too, and the Python layer says why). An exception here would
+// escape from `import torch`, which must survive openreg.
+std::unique_ptr<torch::Library> library(const char* ns, const std::function<void(torch::Library&)>& add) {
   if (!registered() || c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(kKey)) return nullptr;
   try {
-    auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kKey, __FILE__, __LINE__);
-    library->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+    auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, kKey, __FILE__, __LINE__);
+    add(*library);
     return library;
   } catch (const std::exception&) {
     return nullptr;
   }
-}();
+}
+
+std::unique_ptr<torch::Library> g_factories = library("aten", [](torch::Library& m) {
+  for (const char* name : kFactories) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&fallback>());
+});
+std::unique_ptr<torch::Library> g_fallback;
 
 }  // namespace
 
-void attach_fallback(FallbackFn fn) { g_policy.store(fn, std::memory_order_release); }
+void attach_fallback(FallbackFn fn) {
+  g_policy.store(fn, std::memory_order_release);
+  if (g_factories == nullptr || g_fallback != nullptr) return;
+  // The fallback first: ops reach one of the two throughout.
+  g_fallback =
+      library("_", [](torch::Library& m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>()); });
+  g_factories.reset();
+}
 
 void mark_started() { g_started.store(true, std::memory_order_release); }
 

@@ -1,11 +1,13 @@
 #pragma once
-// The PrivateUse1 boxed fallback (a dispatch key has one) is registered by
-// libopenreg_lazy from `import torch` on, because an op can reach openreg
-// before its layers loaded: calls through torch.ops skip torch's device lazy
-// initialisation, and C++ entry points (torch.Stream("openreg")) load the
-// glue alone. The first op to reach the fallback before the layers started
-// starts them (Python's torch.openreg._lazy_init() where Python runs, else
-// the glue) and dispatches again, now to the kernels they registered.
+// An op can reach openreg before its layers loaded: calls through torch.ops
+// skip torch's device lazy initialisation, and C++ entry points
+// (torch.Stream("openreg")) load the glue alone. libopenreg_lazy catches such
+// an op: from `import torch` on with a kernel on each factory (nothing else
+// can reach the device before the glue made a tensor), and from the glue's
+// loading on with the PrivateUse1 boxed fallback (a dispatch key has one).
+// The first op caught before the layers started starts them (Python's
+// torch.openreg._lazy_init() where Python runs, else the glue) and dispatches
+// again, now to the kernels they registered.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
