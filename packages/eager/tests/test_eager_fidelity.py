@@ -635,13 +635,56 @@ CPU_ARGUMENTS = {
 
 @pytest.mark.parametrize("case", CPU_ARGUMENTS)
 def test_a_cpu_tensor_may_be_read_as_a_scalar_or_an_index_but_never_written(case):
-    """CUDA's rule: a CPU scalar may be an input, CPU indices may index, nothing else on the CPU takes part."""
+    """CUDA's rule: a CPU scalar may be an input (of the ops named below), CPU indices may index, nothing else on
+    the CPU takes part."""
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         CPU_ARGUMENTS[case]()
     x = torch.zeros(5, device="openreg")
     x.index_put_((torch.tensor([0, 1]),), torch.tensor(3.0))  # CPU indices, a CPU scalar value
     assert (x * torch.tensor(2.0)).cpu().tolist() == [6.0, 6.0, 0.0, 0.0, 0.0]
 
+
+
+# A CPU scalar `s` where CUDA's op takes one (TensorIterator ops, which torchgen leaves unchecked) and where its
+# generated wrapper's device check refuses it (every other op with a CUDA kernel): (call, the argument refused).
+CPU_SCALAR_ARGUMENTS = {
+    "mul": (lambda x, s: x * s, None),
+    "where": (lambda x, s: torch.where(x > 2, x, s), None),
+    "lerp": (lambda x, s: torch.lerp(x, x + 1, s), None),
+    "masked_fill": (lambda x, s: x.masked_fill(x > 2, s), None),
+    "index_fill": (lambda x, s: x.index_fill(1, s.long(), -1.0), None),
+    "copy_": (lambda x, s: x.clone().copy_(s), None),
+    "clamp": (lambda x, s: x.clamp(max=s), "max"),
+    "clamp_": (lambda x, s: x.clone().clamp_(min=s), "min"),
+    "index_select": (lambda x, s: x.index_select(1, s.long()), "index"),
+    "take": (lambda x, s: x.take(s.long()), "index"),
+    "gather": (lambda x, s: x[0, 0].gather(0, s.long() - 2), "index"),
+    "masked_select": (lambda x, s: x.masked_select(s > 0), "mask"),
+    "addmm": (lambda x, s: torch.addmm(s, x, x.T), "mat1"),
+    "searchsorted": (lambda x, s: torch.searchsorted(x[0], s), "self"),
+    "bucketize": (lambda x, s: torch.bucketize(s, x[0]), "boundaries"),
+    "prelu": (lambda x, s: torch.nn.functional.prelu(x, s.reshape(1)), "weight"),
+    "out=": (lambda x, s: torch.index_select(x, 1, torch.tensor([1], device=x.device), out=s.new_empty(2, 1)), "self"),
+}
+
+
+@pytest.mark.parametrize("case", CPU_SCALAR_ARGUMENTS)
+def test_a_cpu_scalar_is_refused_where_cudas_device_check_refuses_it(case):
+    """torchgen wraps each CUDA kernel of an op without `device_check: NoCheck` in a check that all tensors among
+    its out= and positional arguments are on one device, 0-dim CPU ones too: `x.clamp(max=torch.tensor(3.))` raises
+    on CUDA ("... argument max in method wrapper_CUDA_clamp_Tensor", pytorch/pytorch#94174), where TensorIterator
+    ops take the CPU scalar. openreg accepted it everywhere, so code that fails on CUDA passed on openreg. Where the
+    scalar is taken, the result is the CPU's."""
+    fn, refused = CPU_SCALAR_ARGUMENTS[case]
+    x = torch.arange(1.0, 7.0).reshape(2, 3)
+    s = torch.tensor(2.0)
+    if refused is None:
+        assert_close(fn(x.to("openreg"), s).cpu(), fn(x, s))
+        return
+    message = rf"^Expected all tensors to be on the same device, but got {refused} is on "
+    with pytest.raises(RuntimeError, match=message):
+        fn(x.to("openreg"), s)
+    assert_close(fn(x.to("openreg"), s.to("openreg")).cpu(), fn(x, s))
 
 
 @pytest.mark.parametrize("indexed, index", [("cpu", "openreg"), ("openreg", "openreg:1")])

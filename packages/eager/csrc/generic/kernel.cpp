@@ -247,9 +247,26 @@ std::optional<std::vector<c10::IValue>> materialize_zero_tensors(c10::ArrayRef<c
   return materialized;
 }
 
+// CUDA's generated wrapper, for the ops torchgen gives a device check: the
+// first tensor sets the device and any other, a 0-dim CPU one too, raises.
+void check_devices_as_cuda_wrapper(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  std::optional<c10::Device> device;
+  for (int i : info.device_checked) {
+    for_each_tensor(args.slice(i, 1), [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      if (!device) device = t.device();
+      TORCH_CHECK(t.device() == *device, "Expected all tensors to be on the same device, but got ",
+                  op.schema().arguments()[i].name(), " is on ", t.device(), ", different from other tensors on ",
+                  *device, " (when checking argument in method '", op.schema().operator_name(),
+                  "'). Move them to one device with .to().");
+    });
+  }
+}
+
 }  // namespace
 
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  check_devices_as_cuda_wrapper(op, args, info);
   std::optional<c10::Device> device, other;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto cpu = i < info.cpu_args.size() ? info.cpu_args[i] : OpInfo::CpuArg::kScalar;

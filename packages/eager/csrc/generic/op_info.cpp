@@ -1,9 +1,12 @@
 #include "op_info.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
+#include "device_checks.h"
 #include "op_policy.h"
 
 namespace openreg::eager {
@@ -105,6 +108,19 @@ OpInfo analyse(const c10::OperatorHandle& op) {
         a.name().rfind("cpu_", 0) == 0 ||
         (nested_metadata && (a.name() == "nested_size" || a.name() == "nested_strides" || a.name() == "offsets"));
     info.cpu_args.push_back(written ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
+  }
+  const auto& name = schema.operator_name();
+  const std::string qualified = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  const auto checked = device_checked_ops();
+  if (std::binary_search(checked.begin(), checked.end(), qualified)) {
+    // In the order of CUDA's wrapper: out= arguments, then positional ones.
+    for (int out_pass = 1; out_pass >= 0; --out_pass) {
+      for (size_t i = 0; i < schema.arguments().size(); ++i) {
+        const auto& a = schema.arguments()[i];
+        if (!is_tensor_like(a.type()) || info.cpu_args[i] == OpInfo::CpuArg::kAny) continue;
+        if (out_pass ? a.is_out() : !a.kwarg_only()) info.device_checked.push_back(static_cast<int>(i));
+      }
+    }
   }
   return info;
 }

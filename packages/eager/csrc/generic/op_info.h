@@ -44,6 +44,9 @@ struct OpInfo {
   // tensor's sizes/strides/offsets.
   enum class CpuArg : uint8_t { kNone, kScalar, kAny };
   std::vector<CpuArg> cpu_args;
+  // The arguments CUDA's generated wrapper requires on one device, in the
+  // order it checks them (device_checks.h), or none where it makes no check.
+  std::vector<int> device_checked;
   // histc: with min == max its range comes from the input's values, which CUDA
   // reads on the host, raising a non-finite range at the call; so does openreg.
   bool range_from_values = false;
