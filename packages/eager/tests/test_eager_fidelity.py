@@ -652,7 +652,7 @@ CPU_SCALAR_ARGUMENTS = {
     "where": (lambda x, s: torch.where(x > 2, x, s), None),
     "lerp": (lambda x, s: torch.lerp(x, x + 1, s), None),
     "masked_fill": (lambda x, s: x.masked_fill(x > 2, s), None),
-    "index_fill": (lambda x, s: x.index_fill(1, s.long(), -1.0), None),
+    "add, alpha": (lambda x, s: torch.add(x, s, alpha=3), None),
     "copy_": (lambda x, s: x.clone().copy_(s), None),
     "clamp": (lambda x, s: x.clamp(max=s), "max"),
     "clamp_": (lambda x, s: x.clone().clamp_(min=s), "min"),
