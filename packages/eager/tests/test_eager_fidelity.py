@@ -645,8 +645,13 @@ def test_a_cpu_tensor_may_be_read_as_a_scalar_or_an_index_but_never_written(case
 
 
 
+def _wrapper_refuses(argument: str, on: str = "cpu") -> str:
+    return rf"^Expected all tensors to be on the same device, but got {argument} is on {on}, different from "
+
+
+ITERATOR_REFUSES = r"^Expected all tensors to be on the same device, but found at least two devices, openreg:0 and cpu!"
 # A CPU scalar `s` where CUDA's op takes one (TensorIterator ops, which torchgen leaves unchecked) and where its
-# generated wrapper's device check refuses it (every other op with a CUDA kernel): (call, the argument refused).
+# generated wrapper's device check (naming the argument) or its TensorIterator refuses it: (call, None or the error).
 CPU_SCALAR_ARGUMENTS = {
     "mul": (lambda x, s: x * s, None),
     "where": (lambda x, s: torch.where(x > 2, x, s), None),
@@ -654,17 +659,21 @@ CPU_SCALAR_ARGUMENTS = {
     "masked_fill": (lambda x, s: x.masked_fill(x > 2, s), None),
     "add, alpha": (lambda x, s: torch.add(x, s, alpha=3), None),
     "copy_": (lambda x, s: x.clone().copy_(s), None),
-    "clamp": (lambda x, s: x.clamp(max=s), "max"),
-    "clamp_": (lambda x, s: x.clone().clamp_(min=s), "min"),
-    "index_select": (lambda x, s: x.index_select(1, s.long()), "index"),
-    "take": (lambda x, s: x.take(s.long()), "index"),
-    "gather": (lambda x, s: x[0, 0].gather(0, s.long() - 2), "index"),
-    "masked_select": (lambda x, s: x.masked_select(s > 0), "mask"),
-    "addmm": (lambda x, s: torch.addmm(s, x, x.T), "mat1"),
-    "searchsorted": (lambda x, s: torch.searchsorted(x[0], s), "self"),
-    "bucketize": (lambda x, s: torch.bucketize(s, x[0]), "boundaries"),
-    "prelu": (lambda x, s: torch.nn.functional.prelu(x, s.reshape(1)), "weight"),
-    "out=": (lambda x, s: torch.index_select(x, 1, torch.tensor([1], device=x.device), out=s.new_empty(2, 1)), "self"),
+    "clamp": (lambda x, s: x.clamp(max=s), _wrapper_refuses("max")),
+    "clamp_": (lambda x, s: x.clone().clamp_(min=s), _wrapper_refuses("min")),
+    "index_select": (lambda x, s: x.index_select(1, s.long()), _wrapper_refuses("index")),
+    "take": (lambda x, s: x.take(s.long()), _wrapper_refuses("index")),
+    "gather": (lambda x, s: x[0, 0].gather(0, s.long() - 2), _wrapper_refuses("index")),
+    "masked_select": (lambda x, s: x.masked_select(s > 0), _wrapper_refuses("mask")),
+    "addmm": (lambda x, s: torch.addmm(s, x, x.T), _wrapper_refuses("mat1", on="openreg:0")),
+    "searchsorted": (lambda x, s: torch.searchsorted(x[0], s), _wrapper_refuses("self")),
+    "bucketize": (lambda x, s: torch.bucketize(s, x[0]), _wrapper_refuses("boundaries", on="openreg:0")),
+    "prelu": (lambda x, s: torch.nn.functional.prelu(x, s.reshape(1)), _wrapper_refuses("weight")),
+    "index_fill": (lambda x, s: x.index_fill(1, s.long(), -1.0), ITERATOR_REFUSES),
+    "index_fill_": (lambda x, s: x.clone().index_fill_(1, s.long(), torch.tensor(-1.0)), ITERATOR_REFUSES),
+    # The first tensor CUDA checks (out= ones come first) sets the device.
+    "out=": (lambda x, s: torch.index_select(x, 1, torch.tensor([1], device=x.device), out=s.new_empty(2, 1)),
+             _wrapper_refuses("self", on="openreg:0")),
 }
 
 
@@ -673,16 +682,16 @@ def test_a_cpu_scalar_is_refused_where_cudas_device_check_refuses_it(case):
     """torchgen wraps each CUDA kernel of an op without `device_check: NoCheck` in a check that all tensors among
     its out= and positional arguments are on one device, 0-dim CPU ones too: `x.clamp(max=torch.tensor(3.))` raises
     on CUDA ("... argument max in method wrapper_CUDA_clamp_Tensor", pytorch/pytorch#94174), where TensorIterator
-    ops take the CPU scalar. openreg accepted it everywhere, so code that fails on CUDA passed on openreg. Where the
-    scalar is taken, the result is the CPU's."""
-    fn, refused = CPU_SCALAR_ARGUMENTS[case]
+    ops take the CPU scalar. openreg accepted it everywhere, so code that fails on CUDA passed on openreg. index_fill
+    is unchecked, but its kernel views the index with the input's rank for a TensorIterator, which refuses it there
+    as a second device. Where the scalar is taken, the result is the CPU's."""
+    fn, error = CPU_SCALAR_ARGUMENTS[case]
     x = torch.arange(1.0, 7.0).reshape(2, 3)
     s = torch.tensor(2.0)
-    if refused is None:
+    if error is None:
         assert_close(fn(x.to("openreg"), s).cpu(), fn(x, s))
         return
-    message = rf"^Expected all tensors to be on the same device, but got {refused} is on "
-    with pytest.raises(RuntimeError, match=message):
+    with pytest.raises(RuntimeError, match=error):
         fn(x.to("openreg"), s)
     assert_close(fn(x.to("openreg"), s.to("openreg")).cpu(), fn(x, s))
 

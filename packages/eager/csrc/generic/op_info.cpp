@@ -100,6 +100,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();
   const bool cpu_lr_ok = has_policy(schema.operator_name(), Policy::kCpuLr);
+  const bool no_cpu_index = has_policy(schema.operator_name(), Policy::kNoCpuIndex);
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
     // So is an argument named `cpu_...` (_nested_from_padded's example).
@@ -107,7 +108,8 @@ OpInfo analyse(const c10::OperatorHandle& op) {
         (info.cpu_indices_ok && a.name() == "indices") || (cpu_lr_ok && a.name() == "lr") ||
         a.name().rfind("cpu_", 0) == 0 ||
         (nested_metadata && (a.name() == "nested_size" || a.name() == "nested_strides" || a.name() == "offsets"));
-    info.cpu_args.push_back(written ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
+    const bool none = written || (no_cpu_index && a.name() == "index");
+    info.cpu_args.push_back(none ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }
   const auto& name = schema.operator_name();
   const std::string qualified = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);

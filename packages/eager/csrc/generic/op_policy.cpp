@@ -34,6 +34,9 @@ constexpr std::string_view kHalfToFloat =
     "serves the rest as a hot op's (kernels/softmax.cpp)";
 constexpr std::string_view kFusedOptimizerLr =
     "CUDA's fused optimizer takes a CPU learning-rate tensor of any shape and reads it on the host (item())";
+constexpr std::string_view kIndexFillIndex =
+    "CUDA's kernel (the CPU's) views the index with the input's rank for its TensorIterator, which then refuses a "
+    "CPU index as a second device";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -68,6 +71,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::_fused_sgd.*", P::kCpuLr, kFusedOptimizerLr},
     {"aten::_fused_adagrad_.*", P::kCpuLr, kFusedOptimizerLr},
     {"aten::_fused_adagrad.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::index_fill.*", P::kNoCpuIndex, kIndexFillIndex},
+    {"aten::index_fill_.*", P::kNoCpuIndex, kIndexFillIndex},
     {"aten::histc.*", P::kRangeFromValues,
      "with min == max CUDA reads the range from the values on the host, raising a non-finite one at the call"},
     {"aten::convolution_overrideable", P::kOverrideable, "PyTorch routes convolutions of unknown devices here"},
@@ -235,6 +240,8 @@ const char* policy_name(Policy policy) {
       return "cpu indices";
     case P::kCpuLr:
       return "cpu lr";
+    case P::kNoCpuIndex:
+      return "no cpu index";
     case P::kRangeFromValues:
       return "range from values";
     case P::kBypassComposite:

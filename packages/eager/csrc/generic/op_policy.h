@@ -28,6 +28,9 @@ enum class Policy {
   // Takes a CPU tensor of any shape as its `lr`, as CUDA's fused optimizers
   // do (they read it on the host with item()).
   kCpuLr,
+  // Refuses a CPU scalar as its `index`: CUDA's kernel reshapes the index to
+  // the input's rank for its TensorIterator, where it is no longer 0-dim.
+  kNoCpuIndex,
   // With min == max its range comes from the input's values, which CUDA reads
   // on the host at the call.
   kRangeFromValues,
