@@ -650,14 +650,19 @@ def _wrapper_refuses(argument: str, on: str = "cpu") -> str:
 
 
 ITERATOR_REFUSES = r"^Expected all tensors to be on the same device, but found at least two devices, openreg:0 and cpu!"
-# A CPU scalar `s` where CUDA's op takes one (TensorIterator ops, which torchgen leaves unchecked) and where its
-# generated wrapper's device check (naming the argument) or its TensorIterator refuses it: (call, None or the error).
+TOO_MANY = r"^Trying to pass too many CPU scalars to non-CPU kernel!"
+# A CPU scalar `s` where CUDA's op takes one (TensorIterator ops, which torchgen leaves unchecked, one CPU scalar
+# each) and where its generated wrapper's device check (naming the argument) or its TensorIterator refuses it:
+# (call, None or the error).
 CPU_SCALAR_ARGUMENTS = {
     "mul": (lambda x, s: x * s, None),
     "where": (lambda x, s: torch.where(x > 2, x, s), None),
     "lerp": (lambda x, s: torch.lerp(x, x + 1, s), None),
     "masked_fill": (lambda x, s: x.masked_fill(x > 2, s), None),
     "add, alpha": (lambda x, s: torch.add(x, s, alpha=3), None),
+    "addcmul, one": (lambda x, s: torch.addcmul(x, x, s), None),
+    "addcmul, two": (lambda x, s: torch.addcmul(x, s, s), TOO_MANY),
+    "lerp, two": (lambda x, s: torch.lerp(x, s, s), TOO_MANY),
     "copy_": (lambda x, s: x.clone().copy_(s), None),
     "clamp": (lambda x, s: x.clamp(max=s), _wrapper_refuses("max")),
     "clamp_": (lambda x, s: x.clone().clamp_(min=s), _wrapper_refuses("min")),
@@ -682,9 +687,9 @@ def test_a_cpu_scalar_is_refused_where_cudas_device_check_refuses_it(case):
     """torchgen wraps each CUDA kernel of an op without `device_check: NoCheck` in a check that all tensors among
     its out= and positional arguments are on one device, 0-dim CPU ones too: `x.clamp(max=torch.tensor(3.))` raises
     on CUDA ("... argument max in method wrapper_CUDA_clamp_Tensor", pytorch/pytorch#94174), where TensorIterator
-    ops take the CPU scalar. openreg accepted it everywhere, so code that fails on CUDA passed on openreg. index_fill
-    is unchecked, but its kernel views the index with the input's rank for a TensorIterator, which refuses it there
-    as a second device. Where the scalar is taken, the result is the CPU's."""
+    ops take one CPU scalar. openreg accepted them everywhere, so code that fails on CUDA passed on openreg.
+    index_fill is unchecked, but its kernel views the index with the input's rank for a TensorIterator, which refuses
+    it there as a second device. Where the scalar is taken, the result is the CPU's."""
     fn, error = CPU_SCALAR_ARGUMENTS[case]
     x = torch.arange(1.0, 7.0).reshape(2, 3)
     s = torch.tensor(2.0)

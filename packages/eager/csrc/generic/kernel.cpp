@@ -268,6 +268,7 @@ void check_devices_as_cuda_wrapper(const c10::OperatorHandle& op, c10::ArrayRef<
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   check_devices_as_cuda_wrapper(op, args, info);
   std::optional<c10::Device> device, other;
+  int cpu_scalars = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const auto cpu = i < info.cpu_args.size() ? info.cpu_args[i] : OpInfo::CpuArg::kScalar;
     for_each_tensor(args.slice(i, 1), [&](const at::Tensor& t) {
@@ -277,8 +278,9 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
           device = t.device();
         else if (t.device() != *device && !other)
           other = t.device();
-      } else if (!(t.is_cpu() && cpu != OpInfo::CpuArg::kNone && (t.dim() == 0 || cpu == OpInfo::CpuArg::kAny)) &&
-                 !other) {
+      } else if (t.is_cpu() && cpu != OpInfo::CpuArg::kNone && (t.dim() == 0 || cpu == OpInfo::CpuArg::kAny)) {
+        cpu_scalars += t.dim() == 0;
+      } else if (!other) {
         other = t.device();
       }
     });
@@ -288,6 +290,10 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", *device,
                 " and ", *other, "! (in '", op.schema().operator_name(), "'). Move them to one device with .to().");
   }
+  TORCH_CHECK(!device || !info.one_cpu_scalar || cpu_scalars <= 1,
+              "Trying to pass too many CPU scalars to non-CPU kernel! (in '", op.schema().operator_name(),
+              "', whose TensorIterator takes one CPU scalar beside device tensors). Move the others to ", *device,
+              " with .to().");
   if (device) return device->index();
   if (info.device_arg >= 0 && args[info.device_arg].isDevice()) {
     auto d = args[info.device_arg].toDevice();

@@ -113,6 +113,8 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   }
   const auto& name = schema.operator_name();
   const std::string qualified = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  const auto iterators = tensor_iterator_ops();
+  info.one_cpu_scalar = std::binary_search(iterators.begin(), iterators.end(), qualified);
   const auto checked = device_checked_ops();
   if (std::binary_search(checked.begin(), checked.end(), qualified)) {
     // In the order of CUDA's wrapper: out= arguments, then positional ones.

@@ -47,6 +47,8 @@ struct OpInfo {
   // The arguments CUDA's generated wrapper requires on one device, in the
   // order it checks them (device_checks.h), or none where it makes no check.
   std::vector<int> device_checked;
+  // Computed by a TensorIterator, which on CUDA takes one CPU scalar at most.
+  bool one_cpu_scalar = false;
   // histc: with min == max its range comes from the input's values, which CUDA
   // reads on the host, raising a non-finite range at the call; so does openreg.
   bool range_from_values = false;
