@@ -189,6 +189,30 @@ def test_fused_optimizers_take_a_tensor_lr_on_either_device(opt_cls, lr_device, 
                   dict(lr=torch.full(lr_shape, 1e-2), fused=True))
 
 
+def _fused_adam_step(device, lr, **scaling):
+    params, grads = [torch.ones(3, device=device)], [torch.full((3,), 4.0, device=device)]
+    state = [torch.zeros(3, device=device)], [torch.zeros(3, device=device)], [], [torch.ones([], device=device)]
+    torch._fused_adam_(params, grads, *state, lr=lr, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8,
+                       amsgrad=False, maximize=False, **scaling)
+    return params[0]
+
+
+@pytest.mark.parametrize("lr", ["float", "cpu", DEVICE])
+@pytest.mark.parametrize("argument", ["grad_scale", "found_inf"])
+def test_fused_optimizers_read_grad_scale_and_found_inf_on_the_device_only(argument, lr):
+    """CUDA's fused kernels read grad_scale and found_inf on the device: with a device lr they refuse a CPU one
+    ("grad_scale must be on the same GPU device as the params"), with a host lr they read host memory from the
+    device. openreg refuses a CPU one (even 0-dim, which elementwise ops take) and updates nothing; on the device
+    they unscale (or skip) the step as on the CPU."""
+    lr_on = {"float": lambda d: 0.1, "cpu": lambda d: torch.tensor(0.1), DEVICE: lambda d: torch.tensor(0.1, device=d)}
+    value = 2.0 if argument == "grad_scale" else 1.0
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        _fused_adam_step(DEVICE, lr_on[lr](DEVICE), **{argument: torch.tensor(value)})
+    expected = _fused_adam_step("cpu", lr_on[lr]("cpu"), **{argument: torch.tensor(value)})
+    torch.testing.assert_close(
+        _fused_adam_step(DEVICE, lr_on[lr](DEVICE), **{argument: torch.tensor(value, device=DEVICE)}).cpu(), expected)
+
+
 def test_sgd_nesterov_foreach_like_cpu():
     make, shape = MODELS["linear"]
     _compare_runs(make, shape, torch.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True, foreach=True))

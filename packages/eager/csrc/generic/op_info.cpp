@@ -108,7 +108,11 @@ OpInfo analyse(const c10::OperatorHandle& op) {
         (info.cpu_indices_ok && a.name() == "indices") || (cpu_lr_ok && a.name() == "lr") ||
         a.name().rfind("cpu_", 0) == 0 ||
         (nested_metadata && (a.name() == "nested_size" || a.name() == "nested_strides" || a.name() == "offsets"));
-    const bool none = written || (no_cpu_index && a.name() == "index");
+    // A fused optimizer's kernel reads grad_scale and found_inf on the device:
+    // CUDA's refuses them elsewhere ("grad_scale must be on the same GPU device
+    // as the params") or, given a host lr, reads host memory from the device.
+    const bool none = written || (no_cpu_index && a.name() == "index") ||
+                      (cpu_lr_ok && (a.name() == "grad_scale" || a.name() == "found_inf"));
     info.cpu_args.push_back(none ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }
   const auto& name = schema.operator_name();

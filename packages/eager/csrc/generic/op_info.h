@@ -39,7 +39,8 @@ struct OpInfo {
   // Accepts CPU tensors as its `indices` argument, as CUDA does.
   bool cpu_indices_ok = false;
   // Per argument, which CPU tensors it takes, as on CUDA: none where it is
-  // written (or is index_fill's index), 0-dim ones it reads, any as an index op's `indices` or a fused
+  // written (or is index_fill's index, a fused optimizer's grad_scale or
+  // found_inf), 0-dim ones it reads, any as an index op's `indices` or a fused
   // optimizer's `lr`, where the schema names it `cpu_...` or as a nested
   // tensor's sizes/strides/offsets.
   enum class CpuArg : uint8_t { kNone, kScalar, kAny };
