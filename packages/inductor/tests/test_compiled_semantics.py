@@ -314,6 +314,53 @@ def test_a_compiled_float16_fft_keeps_cuffts_power_of_two_rule():
             compiled(_randn(4, 6).half().to(DEVICE))
 
 
+# Convolution layouts ---------------------------------------------------------------------------------
+
+_CL = torch.channels_last
+# (input, weight, conv): openreg's convolution (the CPU's) keeps channels-last where the input or the weight is, as
+# CUDA's does; the last case is big enough for Inductor's layout optimisation to make the weight channels-last.
+CONV_LAYOUTS = {
+    "channels-last input": (lambda: (_randn(2, 8, 6, 6).to(memory_format=_CL), _randn(4, 8, 3, 3, seed=1)),
+                            torch.nn.functional.conv2d),
+    "channels-last weight": (lambda: (_randn(2, 8, 6, 6), _randn(4, 8, 3, 3, seed=1).to(memory_format=_CL)),
+                             torch.nn.functional.conv2d),
+    "conv1d of a permuted input": (lambda: (_randn(4, 10, 1).permute(0, 2, 1), _randn(6, 1, 3, seed=1)),
+                                   lambda x, w: torch.nn.functional.conv1d(x, w, padding=1)),
+    "layout optimisation": (lambda: (_randn(8, 256, 16, 16), _randn(384, 256, 1, 1, seed=1)),
+                            torch.nn.functional.conv2d),
+}
+
+
+@pytest.mark.parametrize("case", CONV_LAYOUTS)
+def test_a_compiled_convolution_runs_with_the_layout_eager_gives(case):
+    """FakeTensor, which torch.compile traces with, took the layout of an openreg convolution's result from the
+    `Overrideable` backend torch picks for an out-of-tree device, always contiguous: the compiled code's stride
+    assertion failed ("expected ... stride 1==256") wherever eager keeps channels-last. Forward and backward give
+    the CPU's values and the compiled result the CPU's compiled layout; the fake result has eager's layout."""
+    make, conv = CONV_LAYOUTS[case]
+    x, w = make()
+
+    def step(x, w):
+        out = conv(x, w) + 1
+        out.square().sum().backward()
+        return out
+
+    results = {}
+    for device in ("cpu", DEVICE):
+        xr, wr = x.to(device), w.to(device)
+        with torch._subclasses.FakeTensorMode() as mode:
+            fake = conv(mode.from_tensor(xr), mode.from_tensor(wr))
+        assert fake.stride() == conv(xr, wr).stride(), device
+        reset()
+        forward = torch.compile(lambda x, w: conv(x, w) + 1)(xr, wr)
+        reset()
+        xd, wd = x.to(device, copy=True).requires_grad_(), w.to(device, copy=True).requires_grad_()
+        results[device] = forward, torch.compile(step)(xd, wd), xd.grad, wd.grad
+    assert [r.stride() for r in results[DEVICE][:2]] == [r.stride() for r in results["cpu"][:2]]
+    for got, expected in zip(results[DEVICE], results["cpu"], strict=True):
+        torch.testing.assert_close(got.cpu(), expected, atol=1e-3, rtol=1e-4)
+
+
 # Strict mode -----------------------------------------------------------------------------------------
 
 STRICT_SCRIPT = """

@@ -4,7 +4,9 @@ for that compilation only, part of the FX graph cache key, and each key changes 
 from __future__ import annotations
 
 import re
+import sys
 import time
+import types
 
 import pytest
 import torch
@@ -122,3 +124,16 @@ def test_options_are_part_of_the_fx_graph_cache_key():
         assert (counters["inductor"]["fxgraph_cache_miss"], counters["inductor"]["fxgraph_cache_hit"]) == (2, 0)
         compile_with(1)
         assert counters["inductor"]["fxgraph_cache_hit"] == 1
+
+
+def test_the_cache_key_covers_openregs_patches_to_torch(tmp_path, monkeypatch):
+    """openreg._torch_patches decides some of what a graph compiles to (FakeTensor's convolution layouts): a graph
+    cached under other patches is not reused, as it is not under another openreg-inductor."""
+    from openreg_inductor import _digest
+
+    assert "openreg._torch_patches" in sys.modules  # installed at import torch
+    before = _digest.sources_digest()
+    other = tmp_path / "_torch_patches.py"
+    other.write_text("# other patches\n")
+    monkeypatch.setitem(sys.modules, "openreg._torch_patches", types.SimpleNamespace(__file__=str(other)))
+    assert _digest.sources_digest() != before

@@ -14,6 +14,7 @@ import torch._inductor.codegen.common as common, torch._inductor.compile_fx as c
 import torch._inductor.scheduler as scheduler, torch._inductor.utils as utils
 import torch._inductor.codecache as codecache, torch.export.pt2_archive._package as pt2_archive
 import torch.nn.attention.flex_attention as flex, torch._inductor.lowering as lowering
+import torch._subclasses.fake_impls as fake_impls
 patched = {
     "compile_fx": compile_fx.compile_fx._openreg_original,
     "apply_options": torch._TorchCompileInductorWrapper.apply_options._openreg_original,
@@ -25,7 +26,9 @@ patched = {
     "flex_validate_device": flex._validate_device._openreg_original,
     "flex_kernel_options": flex._apply_kernel_options._openreg_original,
     "flex_lowering": lowering.lowerings[torch.ops.higher_order.flex_attention]._openreg_original,
+    "fake_conv": fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]._openreg_original,
 }
+assert not hasattr(patched["fake_conv"], "_openreg_original")
 assert utils.get_current_backend is common.get_current_backend
 assert not hasattr(compile_fx.compile_fx._openreg_original, "_openreg_original")  # not wrapped twice
 print(sorted(patched))
@@ -41,8 +44,8 @@ def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
 
 
 EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'compile_fx',", "'device_need_guard',",
-            "'flex_kernel_options',", "'flex_lowering',", "'flex_validate_device',", "'get_current_backend',",
-            "'is_cpu']"]
+            "'fake_conv',", "'flex_kernel_options',", "'flex_lowering',", "'flex_validate_device',",
+            "'get_current_backend',", "'is_cpu']"]
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():

@@ -88,6 +88,14 @@ FlexAttention, which torch runs on the devices it names and Inductor lowers by d
     template (openreg's kernels are the CPU's C++), which, as on the CPU, serves inference only: it writes no
     logsumexp unless asked (`_apply_kernel_options`), and inputs that require grad are refused at the call.
 
+Convolution layouts under FakeTensor, which torch predicts for an out-of-tree device as contiguous:
+
+16. FakeTensor's convolution (`torch._subclasses.fake_impls.conv`, behind torch.compile and export) takes the output's
+    memory format from the backend `_select_conv_backend` picks, which for openreg is `Overrideable`, always
+    contiguous; openreg's convolution is the CPU's, which keeps channels-last (as CUDA's does) when the input or the
+    weight is. Compiled code then failed its stride assertion for channels-last models and under Inductor's layout
+    optimisation. On openreg the fake convolution is asked as the CPU's, its results' layouts kept.
+
 The device module's hand-over:
 
 11. `torch._register_device_module` refuses a second module for a device. Until openreg's layers load,
@@ -505,6 +513,41 @@ def _patch_rng_prims() -> None:
         hop._dispatch_cache.clear()
 
 
+def _fake_conv(original):
+    @functools.wraps(original)
+    def conv(fake_mode, func, *args, **kwargs):
+        on = [t for t in torch.utils._pytree.tree_leaves((args, kwargs))
+              if isinstance(t, torch.Tensor) and getattr(t, "fake_device", None) is not None
+              and t.fake_device.type == "openreg"]
+        if not on:
+            return original(fake_mode, func, *args, **kwargs)
+        device = on[0].fake_device
+        for t in on:
+            t.fake_device = torch.device("cpu")
+        try:
+            out = original(fake_mode, func, *args, **kwargs)
+        finally:
+            for t in on:
+                t.fake_device = device
+
+        def back(t):
+            if t is None:
+                return None
+            with fake_mode:
+                return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device)
+
+        return back(out) if isinstance(out, torch.Tensor) else tuple(back(t) for t in out)
+
+    conv._openreg_original = original
+    return conv
+
+
+def _patch_fake_conv(module: ModuleType) -> None:
+    for op, impl in list(module.op_implementations_dict.items()):
+        if getattr(impl, "__name__", "") == "conv" and not getattr(impl, "_openreg_original", None):
+            module.op_implementations_dict[op] = _fake_conv(impl)
+
+
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
@@ -514,6 +557,7 @@ WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._dynamo": dynamo_ready,
     "torch.nn.attention.flex_attention": _patch_flex_attention,
     "torch._inductor.kernel.flex.flex_attention": _patch_flex_lowering,
+    "torch._subclasses.fake_impls": _patch_fake_conv,
 }
 
 
