@@ -361,6 +361,20 @@ def test_a_compiled_convolution_runs_with_the_layout_eager_gives(case):
         torch.testing.assert_close(got.cpu(), expected, atol=1e-3, rtol=1e-4)
 
 
+# Combo kernels ---------------------------------------------------------------------------------------
+
+
+def _means(x):
+    return x.mean(), x.mean(-1), torch.mean(x, -2, keepdim=True), x.mean([0, 1])
+
+
+def test_combo_kernels_leave_openregs_kernels_apart_as_the_cpus():
+    """combo_kernels=True groups independent kernels into one Triton kernel, leaving the CPU's (and MPS's) apart;
+    openreg's, C++ as the CPU's, were grouped and Inductor failed ("type(self)=<class '...Scheduler'>")."""
+    x = _randn(1, 2, 4, 8)
+    assert_close_cpu(torch.compile(_means, options={"combo_kernels": True})(x.to(DEVICE)), _means(x))
+
+
 # Strict mode -----------------------------------------------------------------------------------------
 
 STRICT_SCRIPT = """

@@ -19,6 +19,7 @@ patched = {
     "compile_fx": compile_fx.compile_fx._openreg_original,
     "apply_options": torch._TorchCompileInductorWrapper.apply_options._openreg_original,
     "is_cpu": scheduler.BaseSchedulerNode.is_cpu._openreg_original,
+    "combo_groups": scheduler.ForeachKernelSchedulerNode.group_algorithm_for_combo_kernels._openreg_original,
     "device_need_guard": scheduler.device_need_guard._openreg_original,
     "get_current_backend": common.get_current_backend._openreg_original,
     "_get_cpp_wrapper_header": codecache._get_cpp_wrapper_header._openreg_original,
@@ -43,9 +44,9 @@ def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
     return out.stdout.split()
 
 
-EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'compile_fx',", "'device_need_guard',",
-            "'fake_conv',", "'flex_kernel_options',", "'flex_lowering',", "'flex_validate_device',",
-            "'get_current_backend',", "'is_cpu']"]
+EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'combo_groups',", "'compile_fx',",
+            "'device_need_guard',", "'fake_conv',", "'flex_kernel_options',", "'flex_lowering',",
+            "'flex_validate_device',", "'get_current_backend',", "'is_cpu']"]
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():

@@ -21,7 +21,9 @@ this module gives the same behaviour without importing Inductor at `import torch
    (`device_need_guard`), and takes any other device for a Triton one (`get_current_backend`). openreg
    gets guards, so a graph on openreg:1 runs there, and is a "cpp" backend, as its kernels are.
 5. `torch._inductor.scheduler.BaseSchedulerNode.is_cpu` keeps Triton-only fusion steps (loop reindexing)
-   away from nodes on the CPU; openreg nodes get the same, their kernels being the CPU's C++.
+   away from nodes on the CPU; openreg nodes get the same, their kernels being the CPU's C++. So does the
+   default grouping of nodes into combo kernels (`combo_kernels=True`, Triton's), which leaves out the CPU's
+   and MPS's: a group of openreg nodes made Inductor fail ("type(self)=<class '...Scheduler'>").
 6. `torch._inductor.codecache._get_cpp_wrapper_header` names the header that C++-wrapper and AOTInductor
    builds precompile, by device (`aoti_include/<device>.h`); openreg's wrappers include the CPU's, so that
    is the one precompiled for them.
@@ -273,8 +275,23 @@ def _is_cpu(original):
     return is_cpu
 
 
+def _group_for_combo_kernels(original):
+    @functools.wraps(original)
+    def group(scheduler):
+        return [nodes for nodes in original(scheduler)
+                if not any(n.get_device() is not None and n.get_device().type == "openreg" for n in nodes)]
+
+    group._openreg_original = original
+    return group
+
+
 def _patch_scheduler(module: ModuleType) -> None:
     _replace([module.BaseSchedulerNode], "is_cpu", _is_cpu)
+    node = module.ForeachKernelSchedulerNode
+    # Torch's grouping only: one set with set_group_algorithm_for_combo_kernels is the user's.
+    if node.group_algorithm_for_combo_kernels is node._default_group_nodes_for_combo_kernels:
+        node.group_algorithm_for_combo_kernels = staticmethod(
+            _group_for_combo_kernels(node._default_group_nodes_for_combo_kernels))
 
 
 def _get_cpp_wrapper_header(original):
