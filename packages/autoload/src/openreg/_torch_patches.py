@@ -533,12 +533,11 @@ def _patch_rng_prims() -> None:
 def _fake_conv(original):
     @functools.wraps(original)
     def conv(fake_mode, func, *args, **kwargs):
-        on = [t for t in torch.utils._pytree.tree_leaves((args, kwargs))
-              if isinstance(t, torch.Tensor) and getattr(t, "fake_device", None) is not None
-              and t.fake_device.type == "openreg"]
-        if not on:
+        on = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        device = getattr(on[0], "fake_device", None) if on else None
+        # Tensors on more than one device get the original's error.
+        if device is None or device.type != "openreg" or any(getattr(t, "fake_device", None) != device for t in on):
             return original(fake_mode, func, *args, **kwargs)
-        device = on[0].fake_device
         for t in on:
             t.fake_device = torch.device("cpu")
         try:
