@@ -104,6 +104,11 @@ with warnings.catch_warnings(record=True) as caught:
             errors.append([type(exc).__module__ + "." + type(exc).__name__, str(exc)])
 result["at_use"], result["errors"] = load_warnings(caught), errors
 result["available_after_use"] = torch.accelerator.is_available()
+from torch._dynamo.device_interface import get_interface_for_device
+try:
+    result["interface"] = get_interface_for_device("openreg").__name__
+except NotImplementedError as exc:  # torch's error for a device without one, as for any other device
+    result["interface"] = str(exc)
 print(json.dumps(result))
 """
 
@@ -145,6 +150,7 @@ def test_import_torch_survives_and_using_the_device_says_why(shadow: Shadow, nam
         assert breakage.distribution in message and "Fix: " in message
         for words in breakage.says:
             assert words in message
+    assert result["interface"] == f"No interface for device openreg: {result['errors'][0][1]}"
 
 
 def test_the_command_fails_with_the_fix(shadow: Shadow):

@@ -14,7 +14,7 @@ import torch._inductor.codegen.common as common, torch._inductor.compile_fx as c
 import torch._inductor.scheduler as scheduler, torch._inductor.utils as utils
 import torch._inductor.codecache as codecache, torch.export.pt2_archive._package as pt2_archive
 import torch.nn.attention.flex_attention as flex, torch._inductor.lowering as lowering
-import torch._subclasses.fake_impls as fake_impls
+import torch._subclasses.fake_impls as fake_impls, torch._dynamo.device_interface as device_interface
 patched = {
     "compile_fx": compile_fx.compile_fx._openreg_original,
     "apply_options": torch._TorchCompileInductorWrapper.apply_options._openreg_original,
@@ -27,10 +27,12 @@ patched = {
     "flex_validate_device": flex._validate_device._openreg_original,
     "flex_kernel_options": flex._apply_kernel_options._openreg_original,
     "flex_lowering": lowering.lowerings[torch.ops.higher_order.flex_attention]._openreg_original,
+    "get_interface_for_device": device_interface.get_interface_for_device._openreg_original,
     "fake_conv": fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]._openreg_original,
 }
 assert not hasattr(patched["fake_conv"], "_openreg_original")
 assert utils.get_current_backend is common.get_current_backend
+assert compile_fx.get_interface_for_device is device_interface.get_interface_for_device  # imported by name
 assert not hasattr(compile_fx.compile_fx._openreg_original, "_openreg_original")  # not wrapped twice
 print(sorted(patched))
 """
@@ -46,7 +48,7 @@ def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
 
 EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'combo_groups',", "'compile_fx',",
             "'device_need_guard',", "'fake_conv',", "'flex_kernel_options',", "'flex_lowering',",
-            "'flex_validate_device',", "'get_current_backend',", "'is_cpu']"]
+            "'flex_validate_device',", "'get_current_backend',", "'get_interface_for_device',", "'is_cpu']"]
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():
@@ -73,6 +75,19 @@ def test_inductor_behaviour_for_other_devices_is_unchanged():
     """)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["True", "False", "True", "cpp", "cpp"]
+
+
+def test_dynamos_device_interface_answers_for_openreg_before_the_device_is_used_as_for_cuda():
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import torch
+        from torch._dynamo.device_interface import get_interface_for_device
+        print(get_interface_for_device("cuda").__name__)
+        interface = get_interface_for_device("openreg")  # before anything touched the device
+        print(interface.device_count() == torch.openreg.device_count(), torch.openreg.is_initialized())
+        print(get_interface_for_device(torch.device("openreg", 1)) is interface, interface.current_device())
+    """)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["CudaInterface", "True", "False", "True", "0"]
 
 
 def _module(source: str) -> ModuleType:

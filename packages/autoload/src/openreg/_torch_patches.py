@@ -17,6 +17,8 @@ this module gives the same behaviour without importing Inductor at `import torch
 3. Dynamo: once Dynamo and openreg's layers are both loaded, openreg's device interface is registered
    (public API) and `torch.openreg`'s device and stream functions are entered in Dynamo's trace rules
    as CUDA's are (`get_torch_obj_rule_map`, built once at import), so compiled functions trace them.
+   Dynamo's `get_interface_for_device("openreg")`, which answers for CUDA at any time, loads openreg's layers
+   when they are not loaded yet (it raised "No interface for device openreg" before the device was used).
 4. `torch._inductor.utils`: Inductor emits device guards (and user-stream contexts) only for GPU types
    (`device_need_guard`), and takes any other device for a Triton one (`get_current_backend`). openreg
    gets guards, so a graph on openreg:1 runs there, and is a "cpp" backend, as its kernels are.
@@ -237,6 +239,27 @@ def dynamo_ready(module: ModuleType | None = None) -> None:
         torch_variables.constant_fold_functions[getattr(torch.openreg, name)] = None
     for name in GUARDED:
         torch_variables.constant_fold_functions_need_guards[getattr(torch.openreg, name)] = None
+
+
+def _get_interface_for_device(original):
+    def get_interface_for_device(device):
+        name = device.type if isinstance(device, torch.device) else device
+        if name.split(":")[0] == "openreg" and not _state.loaded() and _load_layers is not None:
+            try:
+                _load_layers()  # registers the interface (dynamo_ready)
+            except Exception as exc:  # torch's error, with the reason
+                raise NotImplementedError(f"No interface for device {name}: {exc}") from exc
+        return original(device)
+
+    return get_interface_for_device
+
+
+def _patch_device_interface(module: ModuleType) -> None:
+    # Also in the modules that imported it by name before openreg was (vars: a module's __getattr__ may load things).
+    original = module.get_interface_for_device
+    holders = [module, *(m for m in list(sys.modules.values())
+                         if m is not module and vars(m).get("get_interface_for_device") is original)]
+    _replace(holders, "get_interface_for_device", _get_interface_for_device)
 
 
 def _device_need_guard(original):
@@ -571,6 +594,7 @@ WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.codecache": _patch_codecache,
     "torch.export.pt2_archive._package": _patch_pt2_archive,
     "torch._dynamo": dynamo_ready,
+    "torch._dynamo.device_interface": _patch_device_interface,
     "torch.nn.attention.flex_attention": _patch_flex_attention,
     "torch._inductor.kernel.flex.flex_attention": _patch_flex_lowering,
     "torch._subclasses.fake_impls": _patch_fake_conv,
