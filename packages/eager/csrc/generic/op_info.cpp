@@ -99,20 +99,20 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();
-  const bool cpu_lr_ok = has_policy(schema.operator_name(), Policy::kCpuLr);
+  const bool fused_optimizer = has_policy(schema.operator_name(), Policy::kFusedOptimizer);
   const bool no_cpu_index = has_policy(schema.operator_name(), Policy::kNoCpuIndex);
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
     // So is an argument named `cpu_...` (_nested_from_padded's example).
     const bool any_cpu =
-        (info.cpu_indices_ok && a.name() == "indices") || (cpu_lr_ok && a.name() == "lr") ||
+        (info.cpu_indices_ok && a.name() == "indices") || (fused_optimizer && a.name() == "lr") ||
         a.name().rfind("cpu_", 0) == 0 ||
         (nested_metadata && (a.name() == "nested_size" || a.name() == "nested_strides" || a.name() == "offsets"));
-    // A fused optimizer's kernel reads grad_scale and found_inf on the device:
-    // CUDA's refuses them elsewhere ("grad_scale must be on the same GPU device
-    // as the params") or, given a host lr, reads host memory from the device.
+    // CUDA's fused optimizer refuses a CPU grad_scale or found_inf ("grad_scale
+    // must be on the same GPU device as the params") or, given a host lr,
+    // reads host memory from the device.
     const bool none = written || (no_cpu_index && a.name() == "index") ||
-                      (cpu_lr_ok && (a.name() == "grad_scale" || a.name() == "found_inf"));
+                      (fused_optimizer && (a.name() == "grad_scale" || a.name() == "found_inf"));
     info.cpu_args.push_back(none ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }
   const auto& name = schema.operator_name();

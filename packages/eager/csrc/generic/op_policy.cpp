@@ -32,8 +32,9 @@ constexpr std::string_view kIntegerHistc =
 constexpr std::string_view kHalfToFloat =
     "CUDA computes half_to_float (a float16 input, a float32 result), which the CPU's kernel refuses; a typed kernel "
     "serves the rest as a hot op's (kernels/softmax.cpp)";
-constexpr std::string_view kFusedOptimizerLr =
-    "CUDA's fused optimizer takes a CPU learning-rate tensor of any shape and reads it on the host (item())";
+constexpr std::string_view kFusedOptimizerArgs =
+    "CUDA's fused optimizer takes a CPU learning-rate tensor of any shape and reads it on the host (item()); it "
+    "reads grad_scale and found_inf on the device";
 constexpr std::string_view kIndexFillIndex =
     "CUDA's kernel (the CPU's) views the index with the input's rank for its TensorIterator, which then refuses a "
     "CPU index as a second device";
@@ -63,14 +64,14 @@ constexpr OpPolicy kTable[] = {
     {"aten::index_put.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
     {"aten::index_put_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
     {"aten::_index_put_impl_.*", P::kCpuIndices, "CUDA takes CPU index tensors"},
-    {"aten::_fused_adam_.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_adam.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_adamw_.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_adamw.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_sgd_.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_sgd.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_adagrad_.*", P::kCpuLr, kFusedOptimizerLr},
-    {"aten::_fused_adagrad.*", P::kCpuLr, kFusedOptimizerLr},
+    {"aten::_fused_adam_.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_adam.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_adamw_.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_adamw.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_sgd_.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_sgd.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_adagrad_.*", P::kFusedOptimizer, kFusedOptimizerArgs},
+    {"aten::_fused_adagrad.*", P::kFusedOptimizer, kFusedOptimizerArgs},
     {"aten::index_fill.*", P::kNoCpuIndex, kIndexFillIndex},
     {"aten::index_fill_.*", P::kNoCpuIndex, kIndexFillIndex},
     {"aten::histc.*", P::kRangeFromValues,
@@ -238,8 +239,8 @@ const char* policy_name(Policy policy) {
       return "checks values";
     case P::kCpuIndices:
       return "cpu indices";
-    case P::kCpuLr:
-      return "cpu lr";
+    case P::kFusedOptimizer:
+      return "fused optimizer";
     case P::kNoCpuIndex:
       return "no cpu index";
     case P::kRangeFromValues:

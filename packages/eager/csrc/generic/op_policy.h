@@ -25,9 +25,10 @@ enum class Policy {
   kChecksValues,
   // Takes CPU tensors as its `indices` argument, as CUDA does.
   kCpuIndices,
-  // Takes a CPU tensor of any shape as its `lr`, as CUDA's fused optimizers
-  // do (they read it on the host with item()).
-  kCpuLr,
+  // A fused optimizer: takes a CPU tensor of any shape as its `lr`, which
+  // CUDA's reads on the host (item()), and refuses a CPU `grad_scale` or
+  // `found_inf`, which CUDA's reads on the device.
+  kFusedOptimizer,
   // Refuses a CPU scalar as its `index`: CUDA's kernel reshapes the index to
   // the input's rank for its TensorIterator, where it is no longer 0-dim.
   kNoCpuIndex,
