@@ -314,6 +314,40 @@ def test_a_compiled_float16_fft_keeps_cuffts_power_of_two_rule():
             compiled(_randn(4, 6).half().to(DEVICE))
 
 
+# Host scalars in half precision --------------------------------------------------------------------
+
+
+def _shifted(x):
+    return x + 1.7, x - 1.7, 1.7 - x
+
+
+def _margin_loss_grads(loss, a, b):
+    a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+    loss(a, b, torch.ones_like(a)).backward()
+    return a.grad, b.grad
+
+
+def _margin_loss(a, b, t):
+    return torch.nn.functional.margin_ranking_loss(a, b, t, margin=1.7)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_compiled_add_and_sub_of_a_python_scalar_round_as_eager_does_on_openreg(dtype):
+    """Inductor keeps add's and sub's Python scalars in float on every device but the CPU and MPS, as CUDA's eager
+    kernels read them; openreg's eager kernels read them so too (eager/csrc/kernels/add_sub_scalars.cpp). Values at
+    the boundary: 1.7 rounded to the dtype would cancel them exactly."""
+    boundary = 1.703125 if dtype == torch.bfloat16 else 1.7001953125
+    x = torch.tensor([-boundary, boundary, 0.5], dtype=dtype, device=DEVICE)
+    for eager, compiled in zip(_shifted(x), torch.compile(_shifted)(x), strict=True):
+        assert torch.equal(compiled.cpu(), eager.cpu())
+    assert _shifted(x)[0][0].item() != 0  # CUDA's value, not the CPU's
+    # the clamp's boundary decides the gradient mask: compiled must take the side eager takes
+    a, b = torch.full((2,), boundary, dtype=dtype, device=DEVICE), torch.zeros(2, dtype=dtype, device=DEVICE)
+    for eager, compiled in zip(_margin_loss_grads(_margin_loss, a, b),
+                               _margin_loss_grads(torch.compile(_margin_loss), a, b), strict=True):
+        assert torch.equal(compiled.cpu(), eager.cpu())
+
+
 # Convolution layouts ---------------------------------------------------------------------------------
 
 _CL = torch.channels_last

@@ -4,7 +4,6 @@
 #include <ATen/core/IListRef.h>
 #include <ATen/ops/_foreach_add_ops.h>
 #include <ATen/ops/_foreach_mul_ops.h>
-#include <ATen/ops/add_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/addmm_ops.h>
@@ -29,7 +28,6 @@
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sigmoid_backward_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
-#include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_backward_ops.h>
 #include <ATen/ops/tanh_ops.h>
@@ -62,8 +60,8 @@ void register_all(torch::Library& lib) {
 }  // namespace
 
 void register_hot_ops(torch::Library& lib) {
-  register_all<at::_ops::add_Tensor, at::_ops::add__Tensor, at::_ops::sub_Tensor, at::_ops::sub__Tensor,
-               at::_ops::mul_Tensor, at::_ops::mul__Tensor, at::_ops::mul_Scalar, at::_ops::div_Tensor,
+  // (add and sub: kernels/add_sub_scalars.cpp)
+  register_all<at::_ops::mul_Tensor, at::_ops::mul__Tensor, at::_ops::mul_Scalar, at::_ops::div_Tensor,
                at::_ops::div__Tensor, at::_ops::div_Scalar, at::_ops::relu, at::_ops::relu_,
                at::_ops::threshold_backward, at::_ops::sigmoid, at::_ops::sigmoid_backward, at::_ops::tanh,
                at::_ops::tanh_backward, at::_ops::gelu, at::_ops::gelu_backward, at::_ops::where_self, at::_ops::mm,

@@ -38,6 +38,9 @@ constexpr std::string_view kFusedOptimizerArgs =
 constexpr std::string_view kIndexFillIndex =
     "CUDA's kernel (the CPU's) views the index with the input's rank for its TensorIterator, which then refuses a "
     "CPU index as a second device";
+constexpr std::string_view kWideScalars =
+    "CUDA's kernel reads a CPU scalar in float for float16 and bfloat16 tensors, where the CPU's first rounds it "
+    "to the tensor's dtype (kernels/add_sub_scalars.cpp); it is hot otherwise";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -133,6 +136,12 @@ constexpr OpPolicy kTable[] = {
     {"aten::linalg_lu_factor_ex.out", P::kOwnKernel, kLuWithoutPivoting},
     {"aten::linalg_lu", P::kOwnKernel, kLuWithoutPivoting},
     {"aten::linalg_lu.out", P::kOwnKernel, kLuWithoutPivoting},
+    {"aten::add.Tensor", P::kOwnKernel, kWideScalars},
+    {"aten::add_.Tensor", P::kOwnKernel, kWideScalars},
+    {"aten::add.out", P::kOwnKernel, kWideScalars},
+    {"aten::sub.Tensor", P::kOwnKernel, kWideScalars},
+    {"aten::sub_.Tensor", P::kOwnKernel, kWideScalars},
+    {"aten::sub.out", P::kOwnKernel, kWideScalars},
     {"aten::nansum", P::kOwnKernel, "CUDA sums complex inputs, which the CPU's front end refuses (kernels/nansum.cpp)"},
     {"aten::nansum.out", P::kOwnKernel,
      "CUDA sums complex inputs, which the CPU's front end refuses (kernels/nansum.cpp)"},
@@ -156,10 +165,6 @@ constexpr OpPolicy kTable[] = {
     {"aten::lt.Tensor", P::kHot, kLoopReason},
     {"aten::all", P::kHot, kLoopReason},
     {"aten::any", P::kHot, kLoopReason},
-    {"aten::add.Tensor", P::kHot, kHotReason},
-    {"aten::add_.Tensor", P::kHot, kHotReason},
-    {"aten::sub.Tensor", P::kHot, kHotReason},
-    {"aten::sub_.Tensor", P::kHot, kHotReason},
     {"aten::mul.Tensor", P::kHot, kHotReason},
     {"aten::mul_.Tensor", P::kHot, kHotReason},
     {"aten::mul.Scalar", P::kHot, kHotReason},

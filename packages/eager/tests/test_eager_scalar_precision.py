@@ -1,0 +1,109 @@
+"""CUDA's add and sub read a CPU scalar (a Python number, a 0-dim CPU tensor) at the precision they compute in,
+float for a float16 or bfloat16 tensor, and round the result once; the CPU's kernels first round the scalar to the
+tensor's dtype (kernels/add_sub_scalars.cpp). The reference is that definition computed on the CPU in float32;
+every other call is the CPU's, exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import openreg_eager  # noqa: F401  (registers the openreg kernels)
+
+# 1.7 rounds to 1.703125 in bfloat16 (1.7001953125 in float16): a rounded scalar cancels these elements exactly.
+BOUNDARY = {torch.bfloat16: [-1.703125, 1.703125, 0.5], torch.float16: [-1.7001953125, 1.7001953125, 0.5]}
+SCALARS = {
+    "float": 1.7,
+    "0-dim float64": torch.tensor(1.7, dtype=torch.float64),
+    "0-dim float32": torch.tensor(1.7),
+}
+
+
+def _inputs(dtype):
+    rest = torch.randn(61, generator=torch.Generator().manual_seed(0)) * 4
+    return torch.cat([torch.tensor(BOUNDARY[dtype]), rest]).to(dtype)
+
+
+def _cuda_add(x, scalar, alpha, scalar_first=False):
+    """CUDA's AddFunctor in float32: a + alpha * b, then one rounding to x's dtype."""
+    s = torch.as_tensor(scalar, dtype=torch.float32)
+    a, b = (s, x.float()) if scalar_first else (x.float(), s)
+    return (a + alpha * b).to(x.dtype)
+
+
+CALLS = {
+    "add": (lambda x, s: torch.add(x, s), lambda x, s: _cuda_add(x, s, 1)),
+    "add alpha": (lambda x, s: torch.add(x, s, alpha=2), lambda x, s: _cuda_add(x, s, 2)),
+    "sub": (lambda x, s: x - s, lambda x, s: _cuda_add(x, s, -1)),
+    "rsub": (lambda x, s: s - x if not isinstance(s, torch.Tensor) else torch.sub(s, x),
+             lambda x, s: _cuda_add(x, s, -1, scalar_first=True)),
+    "add_": (lambda x, s: x.clone().add_(s), lambda x, s: _cuda_add(x, s, 1)),
+    "sub_ alpha": (lambda x, s: x.clone().sub_(s, alpha=3), lambda x, s: _cuda_add(x, s, -3)),
+    "add out": (lambda x, s: torch.add(x, s, out=torch.empty_like(x)), lambda x, s: _cuda_add(x, s, 1)),
+    # CUDA rounds to the result's dtype before it writes an out= of another one
+    "sub out float32": (lambda x, s: torch.sub(x, s, out=torch.empty(x.shape, device=x.device)),
+                        lambda x, s: _cuda_add(x, s, -1).float()),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("scalar", SCALARS)
+@pytest.mark.parametrize("call", CALLS)
+def test_a_cpu_scalar_is_read_in_float_as_cudas_add_and_sub_read_it(call, scalar, dtype):
+    fn, cuda = CALLS[call]
+    x, s = _inputs(dtype), SCALARS[scalar]
+    result = fn(x.to("openreg"), s)
+    assert result.device.type == "openreg"
+    expected = cuda(x, s)
+    assert result.dtype == expected.dtype
+    assert torch.equal(result.cpu(), expected)
+    assert not torch.equal(fn(x, s), expected)  # the CPU's kernel rounds the scalar: the case differs there
+
+
+@pytest.mark.parametrize(("dtype", "scalar"), [
+    (torch.float32, 1.7), (torch.float64, 1.7), (torch.int32, 3), (torch.int64, torch.tensor(5)),
+    (torch.bfloat16, torch.tensor(1.7, dtype=torch.bfloat16)),  # already the tensor's dtype: nothing to round
+    (torch.float16, torch.tensor(1.7, dtype=torch.float16)),
+], ids=str)
+@pytest.mark.parametrize("call", CALLS)
+def test_every_other_call_is_the_cpus(call, dtype, scalar):
+    fn, _ = CALLS[call]
+    x = (torch.randn(64, generator=torch.Generator().manual_seed(1)) * 50).to(dtype)
+    assert_close(fn(x.to("openreg"), scalar).cpu(), fn(x, scalar), rtol=0, atol=0)
+
+
+def test_tensors_on_the_device_are_the_cpus():
+    # Only host scalars are read apart; a 0-dim device tensor is an operand like any other.
+    x = _inputs(torch.bfloat16)
+    s = torch.tensor(1.7, dtype=torch.float64)
+    assert_close((x.to("openreg") + s.to("openreg")).cpu(), x + s, rtol=0, atol=0)
+    assert_close((x.to("openreg") + x.flip(0).to("openreg")).cpu(), x + x.flip(0), rtol=0, atol=0)
+
+
+ERRORS = {
+    "out of an integer dtype": lambda x: torch.add(x, 1.7, out=torch.empty(x.shape, dtype=torch.int32,
+                                                                           device=x.device)),
+    "written elements overlap": lambda x: x.expand(2, *x.shape).add_(1.7),
+    "complex alpha": lambda x: torch.sub(x, 1.7, alpha=1j),
+}
+
+
+@pytest.mark.parametrize("case", ERRORS)
+def test_what_the_cpu_refuses_is_refused_with_its_error(case):
+    x = _inputs(torch.bfloat16)
+    with pytest.raises(Exception) as on_cpu:
+        ERRORS[case](x)
+    with pytest.raises(type(on_cpu.value)) as on_openreg:
+        ERRORS[case](x.to("openreg"))
+    assert str(on_openreg.value) == str(on_cpu.value)
+
+
+def test_an_out_of_another_shape_is_resized_with_the_cpus_warning():
+    x = _inputs(torch.bfloat16)
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        expected = torch.add(x, 1.7, out=torch.empty(5))
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        result = torch.add(x.to("openreg"), 1.7, out=torch.empty(5, device="openreg"))
+    assert result.shape == expected.shape
+    assert torch.equal(result.cpu(), _cuda_add(x, 1.7, 1).float())
