@@ -72,6 +72,22 @@ def test_cpu_and_openreg_tensors_are_shallow_copy_compatible(mode: str, requires
         assert not torch._has_compatible_shallow_copy_type(dev, torch.empty(3, device="meta"))
 
 
+@pytest.mark.parametrize("below_autograd", [False, True])
+def test_fake_tensors_get_the_same_answer_as_cudas(below_autograd: bool):
+    # torch.compile asks it of fake tensors, as meta ones (fake_impls' shallow_copy_data_, below autograd).
+    from torch._subclasses.fake_tensor import FakeTensorMode, in_kernel_invocation_manager
+
+    mode = FakeTensorMode()
+    cpu, dev = mode.from_tensor(torch.randn(3)), mode.from_tensor(torch.randn(3, device=DEVICE))
+    meta = torch.empty(3, device="meta")
+    below = torch._C._AutoDispatchBelowAutograd if below_autograd else contextlib.nullcontext
+    with mode, in_kernel_invocation_manager(mode), below():
+        assert torch._has_compatible_shallow_copy_type(cpu, dev)
+        assert torch._has_compatible_shallow_copy_type(dev, cpu)
+        assert torch._has_compatible_shallow_copy_type(meta, meta)
+        assert not torch._has_compatible_shallow_copy_type(dev, meta)  # torch's answer, as for real tensors
+
+
 def test_data_assignment_moves_a_parameter_between_devices():
     param = nn.Parameter(torch.randn(4, 3))
     expected = param.detach().clone()

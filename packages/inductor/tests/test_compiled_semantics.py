@@ -314,6 +314,22 @@ def test_a_compiled_float16_fft_keeps_cuffts_power_of_two_rule():
             compiled(_randn(4, 6).half().to(DEVICE))
 
 
+@pytest.mark.skipif(not hasattr(torch.ops.aten, "shallow_copy_data_"),
+                    reason="this torch traces `.data =` with set_, which refuses a tensor of another device for every "
+                           "device, CUDA's too")
+def test_data_assigned_from_another_device_compiles_as_on_cuda():
+    def move_and_add(x):
+        x.data = x.data.to(DEVICE)
+        return x + 1
+
+    eager_x, compiled_x = _randn(4), _randn(4)
+    expected = move_and_add(eager_x)
+    got = torch.compile(move_and_add, fullgraph=True)(compiled_x)
+    assert got.device == expected.device and compiled_x.device == eager_x.device
+    assert_close_cpu(got, expected.cpu())
+    assert_close_cpu(compiled_x, eager_x.cpu())
+
+
 # Host scalars in half precision --------------------------------------------------------------------
 
 

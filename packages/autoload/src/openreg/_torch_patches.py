@@ -42,7 +42,8 @@ Shallow-copy compatibility, which PyTorch main has and 2.13 and 2.14 lack (pytor
    openreg's keys (AutogradPrivateUse1; PrivateUse1 below autograd and in inference mode), which the dispatcher
    picks whenever an argument is on openreg, gives main's answer: two dense tensors are compatible, anything else
    gets torch's own answer. Not registered where torch already says so for PrivateUse1, asked of storage-less
-   tensors (`torch_shallow_copies`), so that the device does not start.
+   tensors (`torch_shallow_copies`), so that the device does not start. The Meta keys' kernels give fake tensors
+   the same answer: `x.data = x.data.to("openreg")` in a compiled function failed tracing, where CUDA's compiles.
 
 Host access to device memory, which torch makes through the host pointer for every device but CPU and CUDA:
 
@@ -388,8 +389,11 @@ def _patch_shallow_copy() -> None:
         _shallow_copy = False
     if not _shallow_copy:
         _shallow_copy = torch.library.Library("aten", "IMPL")
-        for key in ("AutogradPrivateUse1", "PrivateUse1"):
+        for key in ("AutogradPrivateUse1", "PrivateUse1", "AutogradMeta"):
             _shallow_copy.impl("_has_compatible_shallow_copy_type", _has_compatible_shallow_copy_type, key)
+        # Fake tensors are asked as meta ones (below autograd too). torch.library refuses a Meta kernel for an op
+        # with a CompositeImplicitAutograd one, asking for the ops it decomposes into; this op decomposes into none.
+        _shallow_copy.m.impl("_has_compatible_shallow_copy_type", "Meta", _has_compatible_shallow_copy_type, False)
 
 
 def _byteswap(original):
