@@ -474,3 +474,22 @@ def test_a_checkpointed_region_recomputes_the_dropout_mask_its_forward_drew(devi
     kept = (out != 0).cpu()
     assert 0 < kept.sum() < kept.numel()
     torch.testing.assert_close(x.grad.cpu(), kept * 4.0, rtol=0, atol=0)  # 2 / (1 - p) where kept, else 0
+
+
+@pytest.mark.parametrize("device", ["cpu", DEVICE])
+def test_a_traced_rng_state_replay_draws_what_it_saved(device):
+    """rng_prims traced by make_fx (its proxy-mode kernel selects the device's state functions itself), then
+    compiled: the replay from the saved state draws what the saving call drew, as on the CPU and CUDA."""
+    from torch._inductor.compile_fx import compile_fx_inner
+    from torch._prims.rng_prims import run_and_save_rng_state, run_with_rng_state
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def draw_twice():
+        state, first = run_and_save_rng_state(torch.ops.aten.rand.default, [4, 4], dtype=torch.float32, device=device)
+        return first, run_with_rng_state(state, torch.ops.aten.rand.default, [4, 4], dtype=torch.float32,
+                                         device=device)
+
+    first, again = compile_fx_inner(make_fx(draw_twice)(), ())(())
+    assert first.device.type == device
+    assert torch.equal(first.cpu(), again.cpu())
+    assert not torch.equal(first.cpu(), torch.rand(4, 4, device=device).cpu())  # a draw, not a constant

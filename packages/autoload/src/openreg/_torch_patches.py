@@ -83,7 +83,7 @@ Random ops that torch.compile replays, which torch replays on its own devices on
     ops of a checkpointed region in them, so that the recomputation in the backward draws what the forward drew)
     pick the device's RNG state functions from a table of CPU, CUDA, HPU and XPU: compiling a checkpointed region
     with dropout raised "Backend not supported for openreg". On openreg they save and restore `torch.openreg`'s
-    state, as on CUDA.
+    state, as on CUDA, traced by make_fx too (its proxy-mode kernel calls the table's lookup itself).
 
 FlexAttention, which torch runs on the devices it names and Inductor lowers by device type:
 
@@ -550,8 +550,15 @@ def _patch_rng_prims() -> None:
 
             return select
 
+        original = hop.py_kernels[DispatchKey.BackendSelect]
+        selection = on_openreg(original)
         hop.py_impl(DispatchKey.PrivateUse1)(impl)
-        hop.py_kernels[DispatchKey.BackendSelect] = on_openreg(hop.py_kernels[DispatchKey.BackendSelect])
+        hop.py_kernels[DispatchKey.BackendSelect] = selection
+        # Its proxy-mode kernel (make_fx, torch.compile's partitioner) calls the original by name, from a closure.
+        for kernel in hop.python_key_table.values():
+            for cell in getattr(kernel, "__closure__", None) or ():
+                if cell.cell_contents is original:
+                    cell.cell_contents = selection
         if fake_asks:
             registered_hop_fake_fns[hop] = on_openreg(registered_hop_fake_fns[hop])
         hop._dispatch_cache.clear()
