@@ -103,6 +103,10 @@ def _with_cpu_scalar(x, s):
     return (x * s + s).tanh()
 
 
+def _cpu_scalar_first(s, x):
+    return s + x, s * x, s / x
+
+
 def _moves_cpu_tensor_in(x, c):
     return torch.sigmoid(x) + c.to(x.device) * 2
 
@@ -110,6 +114,8 @@ def _moves_cpu_tensor_in(x, c):
 MIXED = {
     # an openreg tensor with a 0-dim CPU tensor (a CPU scalar may take part in device computations)
     "cpu_scalar_tensor": (_with_cpu_scalar, lambda: (_randn(3, 4), torch.tensor(1.5)), (True, False)),
+    # ... as the first operand: the results are still on openreg, as in eager and on CUDA
+    "cpu_scalar_first": (_cpu_scalar_first, lambda: (torch.tensor(2.0), _randn(3, 4)), (False, True)),
     # a CPU tensor copied to openreg inside the graph
     "copy_to_openreg": (_moves_cpu_tensor_in, lambda: (_randn(3, 4), _randn(3, 4, seed=1)), (True, False)),
 }
@@ -123,7 +129,7 @@ def test_graph_mixing_cpu_and_openreg(name):
     assert any(a.device.type == "cpu" for a in args)
     with generated_code() as codes:
         got = torch.compile(fn, fullgraph=True)(*args)
-    assert got.device.type == DEVICE
+    assert all(t.device.type == DEVICE for t in torch.utils._pytree.tree_leaves(got))
     assert_close_cpu(got, fn(*cpu_inputs))
     assert_openreg_kernels(codes)
 

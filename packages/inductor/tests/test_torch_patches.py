@@ -27,6 +27,7 @@ patched = {
     "flex_validate_device": flex._validate_device._openreg_original,
     "flex_kernel_options": flex._apply_kernel_options._openreg_original,
     "flex_lowering": lowering.lowerings[torch.ops.higher_order.flex_attention]._openreg_original,
+    "is_gpu": lowering.is_gpu._openreg_original,
     "get_interface_for_device": device_interface.get_interface_for_device._openreg_original,
     "fake_conv": fake_impls.op_implementations_dict[torch.ops.aten.convolution.default]._openreg_original,
 }
@@ -48,7 +49,8 @@ def _run(prelude: str, env: dict[str, str] | None = None) -> list[str]:
 
 EXPECTED = ["['_get_cpp_wrapper_header',", "'_load_aoti',", "'apply_options',", "'combo_groups',", "'compile_fx',",
             "'device_need_guard',", "'fake_conv',", "'flex_kernel_options',", "'flex_lowering',",
-            "'flex_validate_device',", "'get_current_backend',", "'get_interface_for_device',", "'is_cpu']"]
+            "'flex_validate_device',", "'get_current_backend',", "'get_interface_for_device',", "'is_cpu',",
+            "'is_gpu']"]
 
 
 def test_patches_land_when_inductor_is_imported_after_openreg():

@@ -22,6 +22,10 @@ this module gives the same behaviour without importing Inductor at `import torch
 4. `torch._inductor.utils`: Inductor emits device guards (and user-stream contexts) only for GPU types
    (`device_need_guard`), and takes any other device for a Triton one (`get_current_backend`). openreg
    gets guards, so a graph on openreg:1 runs there, and is a "cpp" backend, as its kernels are.
+   `torch._inductor.lowering` puts a pointwise op on its first GPU-type input's device, else its first input's:
+   `cpu_scalar + x` on openreg ran on the CPU and returned a CPU tensor. openreg counts as a GPU type there
+   (where `is_gpu` also sends an accumulating `index_put` of dtypes Triton cannot add atomically to ATen's kernel,
+   openreg's eager one: the same values).
 5. `torch._inductor.scheduler.BaseSchedulerNode.is_cpu` keeps Triton-only fusion steps (loop reindexing)
    away from nodes on the CPU; openreg nodes get the same, their kernels being the CPU's C++. So does the
    default grouping of nodes into combo kernels (`combo_kernels=True`, Triton's), which leaves out the CPU's
@@ -289,6 +293,17 @@ def _patch_inductor_utils(module: ModuleType) -> None:
     holders = [module, *filter(None, map(sys.modules.get, _IMPORTERS))]
     _replace(holders, "device_need_guard", _device_need_guard)
     _replace(holders, "get_current_backend", _get_current_backend)
+
+
+def _is_gpu(original):
+    def is_gpu(device: str | None) -> bool:
+        return device == "openreg" or original(device)
+
+    return is_gpu
+
+
+def _patch_lowering(module: ModuleType) -> None:
+    _replace([module], "is_gpu", _is_gpu)
 
 
 def _is_cpu(original):
@@ -601,6 +616,7 @@ def _patch_fake_conv(module: ModuleType) -> None:
 WATCHED: dict[str, Callable[[ModuleType], None]] = {
     "torch._inductor.compile_fx": _patch_compile_fx,
     "torch._inductor.utils": _patch_inductor_utils,
+    "torch._inductor.lowering": _patch_lowering,
     "torch._inductor.scheduler": _patch_scheduler,
     "torch._inductor.codecache": _patch_codecache,
     "torch.export.pt2_archive._package": _patch_pt2_archive,
