@@ -119,6 +119,40 @@ def test_wait_stream_orders_streams():
     assert_close(out, torch.full((1000,), 3.0))
 
 
+def test_record_event_takes_and_returns_openreg_events(two_devices):
+    # As torch.cuda.Stream.record_event does with torch.cuda.Event; torch.Stream's own refuses subclasses.
+    s = torch.openreg.Stream(device=1)
+    made = s.record_event()
+    assert type(made) is torch.openreg.Event and made.device == torch.device("openreg:1")
+    given = torch.openreg.Event(enable_timing=True)
+    assert s.record_event(given) is given and given.device == torch.device("openreg:1")
+    plain = torch.Event(device="openreg:1")
+    assert s.record_event(plain) is plain
+    s.synchronize()
+    assert made.query() and given.query() and plain.query()
+
+
+def test_an_event_on_an_idle_stream_is_complete_at_once():
+    # A GPU passes such an event within microseconds; a queued record or wait left query() False until the
+    # worker thread woke, which code polling query() right after wait_stream could see.
+    torch.openreg.synchronize()
+    idle, other = torch.openreg.Stream(), torch.openreg.Stream()
+    other.wait_stream(idle)
+    assert other.query() is True
+    e = torch.openreg.Event(enable_timing=True)
+    e.record(idle)
+    assert e.query() is True
+    end = idle.record_event(torch.openreg.Event(enable_timing=True))
+    assert 0 <= e.elapsed_time(end) < 1000
+    with torch.openreg.stream(idle):
+        torch.openreg._sleep(200)
+    busy = idle.record_event()
+    other.wait_event(busy)
+    assert busy.query() is False and other.query() is False  # work still queued is still waited for
+    other.synchronize()
+    assert busy.query() is True
+
+
 def test_cross_device_copy_is_ordered_after_source_stream(two_devices):
     x = torch.zeros(1000, device="openreg:0")
     torch.openreg.synchronize()

@@ -21,10 +21,18 @@ struct EventState {
 void Event::record(Stream& stream) {
   auto state = std::make_shared<EventState>(EventState{&stream, 0, {}});
   bool timing = timing_;
-  state->seq = stream.launch("event record", [raw = state.get(), timing, keep = state] {
-    if (timing) raw->time = std::chrono::steady_clock::now();
-  });
-  if (detail::Capture* capture = stream.capture()) {
+  detail::Capture* capture = stream.capture();
+  // On a stream that has run all its work the event is complete now, as a GPU's would be a moment later;
+  // queueing it instead would leave query() False until the worker woke.
+  if (const uint64_t last = stream.last(); capture == nullptr && stream.reached(last)) {
+    state->seq = last;
+    if (timing) state->time = std::chrono::steady_clock::now();
+  } else {
+    state->seq = stream.launch("event record", [raw = state.get(), timing, keep = state] {
+      if (timing) raw->time = std::chrono::steady_clock::now();
+    });
+  }
+  if (capture != nullptr) {
     state->capture = capture->shared_from_this();
     state->capture_mark = capture->mark(stream);
   } else if (sanitizer::on()) {
@@ -48,6 +56,7 @@ void Event::block(Stream& stream) const {
     throw Error(why);
   }
   if (state_->clock) sanitizer::stream_waits(stream, *state_->clock);
+  if (state_->stream->reached(state_->seq)) return;  // nothing left to wait for
   stream.launch("event wait", [state = state_] { state->stream->wait_for(state->seq); });
 }
 

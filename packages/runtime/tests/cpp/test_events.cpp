@@ -94,11 +94,31 @@ TEST(blocking_on_an_unrecorded_event_or_its_own_stream_queues_nothing) {
   Stream& s = get_stream(0, 7);
   const uint64_t before = s.last();
   Event().block(s);
+  Gate gate;
+  s.launch("blocked", gate.waiter());
   Event e;
   e.record(s);
   e.block(s);
-  CHECK(s.last() == before + 1);  // the record only
+  CHECK(s.last() == before + 2);  // the blocked task and the record only
+  gate.open();
   s.synchronize();
+}
+
+TEST(an_event_recorded_on_an_idle_stream_is_complete_at_once_and_a_wait_for_it_queues_nothing) {
+  Stream &idle = get_stream(0, 8), &other = get_stream(0, 9);
+  idle.synchronize();
+  other.synchronize();
+  const uint64_t idle_before = idle.last(), other_before = other.last();
+  Event e(true);
+  e.record(idle);
+  CHECK(e.recorded());
+  CHECK(e.query());
+  e.block(other);
+  CHECK(other.query());
+  CHECK(idle.last() == idle_before && other.last() == other_before);
+  Event end(true);
+  end.record(idle);
+  CHECK(e.elapsed_ms(end) >= 0.0);
 }
 
 int main() { return run_tests(); }

@@ -22,6 +22,15 @@ class Stream(torch.Stream):
             return super().__new__(cls, **kwargs)
         return super().__new__(cls, device=torch.device(_TYPE, _index(device)), priority=priority)
 
+    def record_event(self, event: torch.Event | None = None) -> torch.Event:
+        """Records `event` (a new Event when None) at this point of the stream and returns it.
+
+        torch.Stream's own takes a plain torch.Event only; CUDA's takes its Event subclass too, as this does."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
     def wait_stream(self, stream: torch.Stream) -> None:
         """Makes this stream wait for the work queued on `stream` so far."""
         self.wait_event(stream.record_event())
