@@ -81,6 +81,18 @@ def test_ops_run_at_the_call_are_checked_too():
         mask.nonzero()
 
 
+def test_an_ops_first_call_on_an_idle_stream_is_ordered_as_queued_work():
+    # A first call runs at the call (its checks raise there) but stands for a kernel a GPU would queue: on a side
+    # stream that the host saw finish earlier, it is still unordered with the default stream.
+    x = torch.ones(77, device="openreg")
+    side = torch.openreg.Stream()
+    torch.openreg.synchronize()
+    with torch.openreg.stream(side):
+        x.addcdiv_(x, x, value=0.25)  # a signature no test calls before
+    with pytest.raises(RuntimeError, match=r"stream 0 reads .* that 'aten::addcdiv_' on openreg:0 stream \d+ writes"):
+        x.sum()
+
+
 def test_a_fresh_result_in_memory_freed_while_another_stream_read_it():
     gc.collect()  # device tensors in earlier tests' reference cycles, freed later, would take x's place
     torch.openreg.empty_cache()  # so that the next allocation of this size takes x's block

@@ -73,8 +73,9 @@ class Launch {
 
 // Work a host thread does in `stream`'s order once its queued work has run
 // (a blocking copy, a scalar read): checked as a launch, then the host has
-// seen the stream finish.
-void host_work(const Stream& stream, const char* op, const Touch* touches, std::size_t n);
+// seen the stream finish. Under AsIfQueued it is given a place of its own in
+// the stream's order, as the kernel it stands for would have.
+void host_work(Stream& stream, const char* op, const Touch* touches, std::size_t n);
 // A host thread saw `stream` reach task `seq`.
 void host_waited(const Stream& stream, uint64_t seq);
 // In its scope the calling thread runs, at the call, work the program queues
