@@ -216,3 +216,42 @@ def test_nonzero_static_lays_its_result_out_by_column(size):
     x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
     (result,) = _openreg_matches_its_meta_kernel(lambda t: (torch.nonzero_static(t, size=size, fill_value=-7),), [x])
     assert result.tolist() == torch.nonzero_static(x, size=size, fill_value=-7).tolist()
+
+
+def _pooled(dims: int, channels_last: bool):
+    torch.manual_seed(0)
+    x = torch.randn((2, 3) + (6, 5, 4)[:dims])
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last if dims == 2 else torch.channels_last_3d)
+    pool = torch.nn.functional.max_pool2d if dims == 2 else torch.nn.functional.max_pool3d
+    return pool(x, 2, 2, return_indices=True)
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+@pytest.mark.parametrize("dims", [2, 3])
+def test_max_unpool_writes_a_contiguous_result_whatever_the_inputs_layout(dims, channels_last):
+    # CUDA's kernel makes its operands contiguous; the CPU's keeps a channels-last input's layout.
+    values, indices = _pooled(dims, channels_last)
+    size = (6, 5, 4)[:dims]
+    unpool = torch.nn.functional.max_unpool2d if dims == 2 else torch.nn.functional.max_unpool3d
+    fn = lambda v, i: (unpool(v, i, 2, 2, output_size=size),)  # noqa: E731
+    (result,) = _openreg_matches_its_meta_kernel(fn, [values, indices])
+    assert_close(result, unpool(values, indices, 2, 2, output_size=size), rtol=0, atol=0)
+    compiled = torch.compile(fn, backend="inductor")(values.to("openreg"), indices.to("openreg"))[0]
+    assert compiled.stride() == result.stride() and compiled.is_contiguous()
+    assert_close(compiled.cpu(), result, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dims", [2, 3])
+def test_max_unpool_refuses_a_non_contiguous_out_as_cuda_does(dims):
+    values, indices = (t.to("openreg") for t in _pooled(dims, channels_last=False))
+    size = (6, 5, 4)[:dims]
+    op, extra = (torch.ops.aten.max_unpool2d, ()) if dims == 2 else (torch.ops.aten.max_unpool3d, ([2] * 3, [0] * 3))
+    out = torch.zeros((2, 3) + size, device="openreg").transpose(-1, -2).contiguous().transpose(-1, -2)
+    with pytest.raises(RuntimeError, match="^output must be contiguous$"):
+        op.out(values, indices, list(size), *extra, out=out)
+    assert out.cpu().eq(0).all()  # untouched
+    fresh = torch.empty(0, device="openreg")
+    op.out(values, indices, list(size), *extra, out=fresh)
+    assert fresh.is_contiguous()
+    assert_close(fresh.cpu(), op(values.cpu(), indices.cpu(), list(size), *extra), rtol=0, atol=0)

@@ -41,6 +41,9 @@ constexpr std::string_view kIndexFillIndex =
 constexpr std::string_view kWideScalars =
     "CUDA's kernel reads a CPU scalar in float for float16 and bfloat16 tensors, where the CPU's first rounds it "
     "to the tensor's dtype (kernels/add_sub_scalars.cpp); it is hot otherwise";
+constexpr std::string_view kContiguousUnpool =
+    "CUDA's kernel writes a contiguous result, as the decomposition says, and refuses a non-contiguous out=; the "
+    "CPU's keeps a channels-last input's layout (kernels/max_unpool.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -120,6 +123,10 @@ constexpr OpPolicy kTable[] = {
     {"aten::nonzero_static", P::kOwnKernel,
      "CUDA lays its result out column by column, as the meta kernel says; the CPU row by row "
      "(kernels/nonzero_static.cpp)"},
+    {"aten::max_unpool2d", P::kOwnKernel, kContiguousUnpool},
+    {"aten::max_unpool2d.out", P::kOwnKernel, kContiguousUnpool},
+    {"aten::max_unpool3d", P::kOwnKernel, kContiguousUnpool},
+    {"aten::max_unpool3d.out", P::kOwnKernel, kContiguousUnpool},
     {"aten::_softmax", P::kOwnKernel, kHalfToFloat},
     {"aten::_softmax.out", P::kOwnKernel, kHalfToFloat},
     {"aten::_log_softmax", P::kOwnKernel, kHalfToFloat},
