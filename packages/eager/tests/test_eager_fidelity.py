@@ -198,6 +198,31 @@ def test_results_take_the_cpu_kernels_layout_where_the_meta_kernel_says_otherwis
     assert_same_outcome(META_LAYOUTS[case])  # once more: the signature is known now
 
 
+def _scatter_into_a_view(scatter):
+    def fn(d):
+        x = torch.arange(200.0, device=d).as_strided((10, 10), (20, 2), 1)
+        return scatter(x, torch.ones(10, device=d))
+
+    return fn
+
+
+# Composite kernels that copy their input with its strides and offset (clone_preserve_strides), on every device:
+# the result keeps the gaps between its elements, as fake tensors (what torch.compile traces) say.
+PRESERVED_STRIDES = {
+    "diagonal_scatter": _scatter_into_a_view(torch.diagonal_scatter),
+    "select_scatter": _scatter_into_a_view(lambda x, src: torch.select_scatter(x, src, 0, 3)),
+    "slice_scatter": _scatter_into_a_view(lambda x, src: torch.slice_scatter(x, src.view(10, 1), 1, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", PRESERVED_STRIDES)
+def test_results_keep_the_gaps_and_offset_the_cpu_kernel_leaves(case):
+    for _ in range(2):  # at the call, then with the signature known
+        assert_same_outcome(PRESERVED_STRIDES[case])
+        cpu, dev = PRESERVED_STRIDES[case]("cpu"), PRESERVED_STRIDES[case]("openreg")
+        assert (dev.stride(), dev.storage_offset()) == (cpu.stride(), cpu.storage_offset()) == ((20, 2), 1)
+
+
 def _overlap(write):
     def fn(d):
         x = torch.arange(5.0, device=d)

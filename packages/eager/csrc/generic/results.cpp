@@ -4,7 +4,6 @@
 #include <ATen/native/Resize.h>
 #include <c10/core/Contiguity.h>
 #include <c10/util/accumulate.h>
-#include <c10/util/strides.h>
 
 #include <cstring>
 
@@ -17,6 +16,20 @@ at::Tensor allocate(const TensorMeta& m) {
   return at::detail::empty_strided_generic(m.sizes, m.strides, glue::device_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype);
 }
+
+namespace {
+
+// With the storage before and between its elements, as the CPU tensor `m` describes has it.
+at::Tensor allocate_span(const TensorMeta& m) {
+  const size_t itemsize = c10::elementSize(m.dtype);
+  const size_t nbytes = at::detail::computeStorageNbytes(m.sizes, m.strides, itemsize, static_cast<size_t>(m.offset));
+  at::Tensor t = at::detail::empty_generic({static_cast<int64_t>(nbytes / itemsize)}, glue::device_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), m.dtype, std::nullopt);
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(m.sizes, m.strides, m.offset);
+  return t;
+}
+
+}  // namespace
 
 void grow_on_device(const c10::Storage& device, const c10::Storage& host) {
   const size_t nbytes = host.nbytes();
@@ -36,16 +49,21 @@ at::Tensor adopt(const at::Tensor& cpu) {
   at::Tensor stored = cpu;  // the values as stored, without the lazy bits
   if (stored.is_conj()) stored = stored._conj();
   if (stored.is_neg()) stored = stored._neg_view();
-  TensorMeta m = meta_of(stored);
-  if (!stored.is_non_overlapping_and_dense()) {
-    const auto contiguous = c10::contiguous_strides(m.sizes);
-    m.strides.assign(contiguous.begin(), contiguous.end());
-  }
-  at::Tensor t = allocate(m);
+  const TensorMeta m = meta_of(stored);
+  // A dense result (often a slice of a CPU workspace) starts a storage of its own. One with gaps or overlaps keeps
+  // the kernel's strides and offset (clone_preserve_strides of a view does that on every device) and the span of
+  // storage they reach.
+  const bool dense = stored.is_non_overlapping_and_dense();
+  at::Tensor t = dense ? allocate(m) : allocate_span(m);
   if (t.numel() > 0) {
     glue::HostView view = glue::HostView::of(t);
     HostAccess access({view.data()});
-    view.tensor().copy_(stored);
+    if (dense) {
+      view.tensor().copy_(stored);
+    } else {
+      std::memcpy(view.data(), stored.const_data_ptr(),
+                  at::detail::computeStorageNbytes(m.sizes, m.strides, stored.itemsize(), 0));
+    }
   }
   t._set_conj(cpu.is_conj());
   t._set_neg(cpu.is_neg());
