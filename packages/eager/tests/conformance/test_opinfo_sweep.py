@@ -15,7 +15,9 @@ int64 and bool, sample inputs are run on the CPU and on openreg and the results 
 - ops whose extra results follow CUDA's conventions compare only their first results (CUDA_CONVENTIONS),
   and bfloat16 ops openreg computes in float32 as CUDA does compare with the CPU's float32 result, rounded
   (WIDENED_AS_ON_CUDA);
-- a sample the CPU rejects must be rejected on openreg too.
+- a sample the CPU rejects must be rejected on openreg too;
+- openreg's results are laid out (shapes, significant strides, dtypes) as fake tensors of the same call say,
+  which is what torch.compile traces with and, for every device but the CPU, describes CUDA's kernels.
 
 Environment:
     OPENREG_SWEEP_DTYPES   comma-separated subset of float32,float64,bfloat16,int64,bool
@@ -40,6 +42,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._pytree import tree_flatten, tree_map
 
 import openreg_eager  # noqa: F401  (installs the kernels, also where autoload is off)
 
@@ -259,6 +263,39 @@ def _noncontiguous(sample):
 # --- running and comparing ---------------------------------------------------------------------------
 
 
+def _layout(t: torch.Tensor):
+    """Shape, dtype, and the strides of the dimensions longer than 1 (the others' strides are arbitrary)."""
+    if t.layout != torch.strided:
+        return tuple(t.shape), t.dtype, t.layout
+    return tuple(t.shape), t.dtype, tuple(st for st, n in zip(t.stride(), t.shape, strict=True) if n > 1)
+
+
+def _traced_layouts(op, *inputs):
+    """The layouts of op's results on fake copies of `inputs` (taken before the real call, which may change them
+    in place), or None where fake tensors cannot run it (no meta kernel, results sized by values)."""
+    mode = FakeTensorMode()
+    try:
+        fakes = tree_map(lambda t: mode.from_tensor(t) if isinstance(t, torch.Tensor) else t, inputs)
+        with mode:
+            out = op(fakes[0], *fakes[1], **fakes[2])
+        return [_layout(t) if isinstance(t, torch.Tensor) else None for t in tree_flatten(out)[0]]
+    except Exception:  # what fake tensors cannot trace, torch.compile does not trace either
+        return None
+
+
+def _layouts(output) -> list:
+    return [_layout(t) if isinstance(t, torch.Tensor) else None for t in tree_flatten(output)[0]]
+
+
+def _compare_layouts(actual: Run, expected: Run, where: str) -> None:
+    got = _layouts(actual.output)
+    if actual.traced is None or got == actual.traced:
+        return
+    if expected.traced == actual.traced and _layouts(expected.output) == got:
+        return  # the fake tensors describe the CPU's kernel no better: PyTorch's meta kernel, for every device
+    raise AssertionError(f"{where}: openreg laid its results out as {got}, its fake tensors as {actual.traced}")
+
+
 class Run:
     """One sample on one device: its outputs (or the exception raised) and its input gradients."""
 
@@ -271,6 +308,7 @@ class Run:
         self.error: Exception | None = None
         self.output = None
         self.grads = None
+        self.traced = _traced_layouts(op, self.input, self.args, self.kwargs)
         try:
             self.output = op(self.input, *self.args, **self.kwargs)
             if cotangent_seed is not None:
@@ -401,6 +439,7 @@ def check(op, dtype_name: str, info: dict) -> None:
             raise actual.error
         tol = _tolerances(dtype, op_id(op))
         by_value = values and not (name in RANDOM_SAMPLES and RANDOM_SAMPLES[name](sample))
+        _compare_layouts(actual, expected, where)
         compared = CUDA_CONVENTIONS.get(name)
         if compared is not None:
             actual.output, expected.output = actual.output[:compared], expected.output[:compared]
