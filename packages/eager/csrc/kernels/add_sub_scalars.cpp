@@ -20,13 +20,12 @@ bool cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
 
 // Whether CUDA's kernel reads one argument, a CPU scalar, wider than the result's float16 or bfloat16.
 bool reads_scalar_wide(const at::Tensor& self, const at::Tensor& other) {
-  if (cpu_scalar(self) == cpu_scalar(other)) return false;
-  // Only a half-precision device tensor can give such a result with a scalar of another dtype: return before
-  // type promotion on every other call.
-  const at::ScalarType tensor = (cpu_scalar(self) ? other : self).scalar_type();
+  const bool self_is_scalar = cpu_scalar(self);
+  if (self_is_scalar == cpu_scalar(other)) return false;
+  // Only a half-precision device tensor gives such a result: return before type promotion on every other call.
+  const at::ScalarType tensor = (self_is_scalar ? other : self).scalar_type();
   if (tensor != at::kHalf && tensor != at::kBFloat16) return false;
-  const at::ScalarType result = at::result_type(self, other);
-  return (result == at::kHalf || result == at::kBFloat16) && (cpu_scalar(self) ? self : other).scalar_type() != result;
+  return (self_is_scalar ? self : other).scalar_type() != tensor && at::result_type(self, other) == tensor;
 }
 
 at::Tensor widened(const at::Tensor& t) { return cpu_scalar(t) ? t : t.to(at::kFloat); }

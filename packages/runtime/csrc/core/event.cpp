@@ -20,17 +20,17 @@ struct EventState {
 
 void Event::record(Stream& stream) {
   auto state = std::make_shared<EventState>(EventState{&stream, 0, {}});
-  bool timing = timing_;
+  auto stamp = [raw = state.get(), timing = timing_] {
+    if (timing) raw->time = std::chrono::steady_clock::now();
+  };
   detail::Capture* capture = stream.capture();
   // On a stream that has run all its work the event is complete now, as a GPU's would be a moment later;
   // queueing it instead would leave query() False until the worker woke.
   if (const uint64_t last = stream.last(); capture == nullptr && stream.reached(last)) {
     state->seq = last;
-    if (timing) state->time = std::chrono::steady_clock::now();
+    stamp();
   } else {
-    state->seq = stream.launch("event record", [raw = state.get(), timing, keep = state] {
-      if (timing) raw->time = std::chrono::steady_clock::now();
-    });
+    state->seq = stream.launch("event record", [stamp, keep = state] { stamp(); });
   }
   if (capture != nullptr) {
     state->capture = capture->shared_from_this();

@@ -243,7 +243,7 @@ void Launch::queued(uint64_t seq) {
 void host_work(Stream& stream, const char* op, const Touch* touches, std::size_t n) {
   // Work that stands for a queued kernel takes a place of its own in the stream's order: at the stream's last
   // task it would look ordered before whatever another stream already saw of this one.
-  if (t_as_if_queued) stream.launch(op, [] {});
+  if (t_as_if_queued) stream.launch("a call run in place, in the stream's order", [] {});
   std::optional<Launch> work;
   work.emplace(stream, op, touches, n);
   // In the stream's order after its last task, which has run: later work on any stream follows it.
