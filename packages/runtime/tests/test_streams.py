@@ -204,8 +204,41 @@ def test_default_stream(two_devices):
 
 
 def test_the_pool_never_hands_out_the_reserved_streams():
-    # Streams 33-35 are the collectives' (orccl queues work that waits on other processes there).
-    assert {torch.openreg.Stream().stream_id for _ in range(100)} == set(range(1, 33))
+    # The streams after the four priorities' pools are the collectives' (orccl queues work that
+    # waits on other processes there).
+    pools = {p: {torch.openreg.Stream(priority=p).stream_id for _ in range(100)} for p in (0, -1, -2, -3)}
+    assert set().union(*pools.values()) == set(range(1, 129))
+
+
+def test_stream_priorities_are_cudas(two_devices):
+    least, greatest = torch.openreg.Stream.priority_range()
+    assert (least, greatest) == (0, -3)  # torch.cuda.Stream.priority_range() on any GPU with 4+ levels
+    assert torch.openreg.current_stream().priority == 0
+    assert torch.openreg.default_stream(1).priority == 0
+    for asked, given in [(0, 0), (-1, -1), (-2, -2), (-3, -3), (-7, -3), (4, 0)]:
+        assert torch.openreg.Stream(priority=asked).priority == given, asked
+    # Each priority draws from a pool of its own, through torch.Stream too (torch.get_device_module's callers).
+    high = {torch.Stream("openreg:1", priority=-1).stream_id for _ in range(40)}
+    normal = {torch.Stream("openreg:1").stream_id for _ in range(40)}
+    assert len(high) == len(normal) == 32 and not high & normal
+    device_type = torch.openreg.current_stream().device_type
+    wrapped = torch.openreg.Stream(stream_id=min(high), device_index=1, device_type=device_type)
+    assert wrapped.priority == -1
+    unknown = torch.openreg.Stream(stream_id=500, device_index=0, device_type=device_type)
+    with pytest.raises(RuntimeError, match="openreg stream id 500 does not exist"):
+        torch.ones(2, device="openreg").record_stream(unknown)
+
+
+def test_work_on_streams_of_every_priority_runs_in_their_order():
+    x = torch.arange(1000.0, device="openreg")
+    streams = [torch.openreg.Stream(priority=p) for p in (0, -1, -2, -3)]
+    for s in streams:
+        s.wait_stream(torch.openreg.current_stream())
+        with torch.openreg.stream(s):
+            x.mul_(2)
+        torch.openreg.current_stream().wait_stream(s)
+        x.record_stream(s)
+    assert_close(x.cpu(), torch.arange(1000.0) * 16)
 
 
 def test_current_stream_is_per_thread():

@@ -128,7 +128,7 @@ void DeviceMemory::process_pending() {
   for (auto it = done; it != pending_.end(); ++it) {
     Block& b = **it;
     b.pending.clear();
-    b.other_streams = 0;
+    b.other_streams.reset();
     bump(stats_.active, b.size, -1);
     bump(stats_.active_bytes, b.size, -int64_t(b.size));
     cache(std::move(*it));
@@ -276,9 +276,9 @@ void DeviceMemory::release(std::unique_ptr<Block> b) {
   bump(stats_.allocation, b->size, -1);
   bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
   bump(stats_.requested_bytes, b->size, -int64_t(b->requested));
-  if (b->other_streams != 0) {
+  if (b->other_streams.any()) {
     for (int s = 0; s < kStreams; ++s) {
-      if (b->other_streams & (1ull << s)) {
+      if (b->other_streams[s]) {
         Event e;
         e.record(get_stream(device_, s));
         b->pending.push_back(std::move(e));
@@ -293,13 +293,14 @@ void DeviceMemory::release(std::unique_ptr<Block> b) {
 }
 
 void DeviceMemory::record_stream(void* ptr, int stream) {
+  get_stream(device_, stream);  // raises for an id no stream has
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) {
     throw Error("record_stream: the pointer is not the start of a live openreg allocation on openreg:" +
                 std::to_string(device_));
   }
-  if (stream != it->second->stream) it->second->other_streams |= 1ull << stream;
+  if (stream != it->second->stream) it->second->other_streams.set(stream);
 }
 
 void DeviceMemory::empty_cache() {

@@ -1,5 +1,6 @@
 #include "openreg/core/stream.h"
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <optional>
@@ -22,7 +23,7 @@ constexpr uint64_t kDestroyBatch = 32;
 
 struct DeviceState {
   std::array<std::atomic<Stream*>, kStreams> streams{};
-  std::atomic<int> next_pool{0};
+  std::array<std::atomic<int>, kPriorities> next_pool{};  // by -priority
   std::atomic<bool> failed{false};  // whether error holds one: every synchronising call looks, without the lock
   std::mutex error_mu;
   std::string error;         // first failure not yet raised
@@ -36,7 +37,7 @@ std::vector<DeviceState>& devices() {
 }
 
 std::mutex g_create_mu;  // held while a stream or its worker is created
-thread_local std::array<int8_t, 64> t_current_stream{};
+thread_local std::array<int16_t, 64> t_current_stream{};
 thread_local const Stream* t_worker_of = nullptr;  // the stream whose worker this thread is
 thread_local int t_short_runs = 0;                 // ops held InOrder(IfIdle) since this thread last waited
 
@@ -203,9 +204,10 @@ Stream& get_stream(int device, int id) {
   return *s;
 }
 
-int next_pool_stream(int device) {
+int next_pool_stream(int device, int priority) {
   check_device(device);
-  return 1 + devices()[device].next_pool.fetch_add(1) % kPoolSize;
+  const int level = std::clamp(-priority, 0, kPriorities - 1);
+  return 1 + level * kPoolSize + devices()[device].next_pool[level].fetch_add(1) % kPoolSize;
 }
 
 Stream& current_stream(int device) {
@@ -215,7 +217,7 @@ Stream& current_stream(int device) {
 
 void set_current_stream(int device, int id) {
   get_stream(device, id);  // validates both
-  t_current_stream[device] = static_cast<int8_t>(id);
+  t_current_stream[device] = static_cast<int16_t>(id);
 }
 
 void raise_pending_error(int device) {

@@ -45,10 +45,12 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override { return current_stream(index(d)); }
   c10::Stream getDefaultStream(c10::Device d) const override { return make_stream(index(d), 0); }
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool = false) const override {
-    return make_stream(index(d), checked([&] { return next_pool_stream(index(d)); }));
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority = false) const override {
+    return getNewStream(d, high_priority ? 1 - kPriorities : 0);
   }
-  c10::Stream getNewStream(c10::Device d, int = 0) const override { return getStreamFromGlobalPool(d); }
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    return make_stream(index(d), checked([&] { return next_pool_stream(index(d), priority); }));
+  }
   c10::Stream exchangeStream(c10::Stream s) const override {
     c10::Stream previous = current_stream(s.device_index());
     checked([&] { set_current_stream(s.device_index(), static_cast<int>(s.id())); });

@@ -127,6 +127,8 @@ PYBIND11_MODULE(_C, m) {
         torch::wrap_pybind_function([](int d) { return glue::checked([&] { return current_stream(d).id(); }); }));
   m.def("set_stream",
         torch::wrap_pybind_function([](int d, int id) { glue::checked([&] { set_current_stream(d, id); }); }));
+  m.def("stream_priority", [](int id) { return stream_priority(id); });
+  m.attr("PRIORITY_RANGE") = py::make_tuple(0, 1 - kPriorities);  // (least, greatest), as CUDA orders them
   m.def("install_fault_report", &install_fault_report);
   m.def("init", torch::wrap_pybind_function([] { glue::checked(mark_initialized); }));
   // torch.multiprocessing (openreg_runtime.multiprocessing): a tensor's storage as (descriptor, bytes), and back.

@@ -93,7 +93,13 @@ TEST(a_task_knows_it_runs_on_a_worker) {
 TEST(current_streams_are_per_thread_and_checked) {
   CHECK(current_stream(0).id() == 0);
   const int pooled = next_pool_stream(0);
-  CHECK(pooled >= 1 && pooled <= kPoolSize);
+  CHECK(pooled >= 1 && pooled <= kPoolSize && stream_priority(pooled) == 0);
+  for (int priority = 0; priority > -kPriorities; --priority) {
+    CHECK(stream_priority(next_pool_stream(0, priority)) == priority);
+  }
+  CHECK(stream_priority(next_pool_stream(0, -kPriorities)) == 1 - kPriorities);  // the nearest, as CUDA's
+  CHECK(stream_priority(next_pool_stream(0, 3)) == 0);
+  CHECK(stream_priority(0) == 0 && stream_priority(reserved_stream(0)) == 0);
   set_current_stream(0, pooled);
   CHECK(current_stream(0).id() == pooled);
   int other = -1;

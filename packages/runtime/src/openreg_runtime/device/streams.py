@@ -14,7 +14,9 @@ _TYPE = "openreg"
 class Stream(torch.Stream):
     """An openreg stream: work on it runs in order, asynchronously to the host.
 
-    ``Stream()`` takes a stream from the device's pool of 32, as CUDA does."""
+    ``Stream()`` takes a stream from the device's pool of 32 for its
+    priority, as CUDA does: 0 (the default) down to -3, lower meaning more
+    urgent; a priority beyond that range takes the nearest one."""
 
     def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs):
         _lazy_init()
@@ -34,6 +36,15 @@ class Stream(torch.Stream):
     def wait_stream(self, stream: torch.Stream) -> None:
         """Makes this stream wait for the work queued on `stream` so far."""
         self.wait_event(stream.record_event())
+
+    @property
+    def priority(self) -> int:
+        return _C.stream_priority(self.stream_id)
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(least, greatest) priority a stream can have, as torch.cuda.Stream.priority_range() orders them."""
+        return _C.PRIORITY_RANGE
 
     def __repr__(self) -> str:
         return f"<torch.openreg.Stream device=openreg:{self.device_index} stream_id={self.stream_id}>"

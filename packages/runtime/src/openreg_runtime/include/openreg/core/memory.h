@@ -5,6 +5,7 @@
 // mode's protection of it in strict.h.
 #include <array>
 #include <atomic>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -108,9 +109,9 @@ class DeviceMemory {
     std::size_t size;
     std::size_t requested;
     Owner stream;
-    uint64_t allocation = 0;     // allocation_clock() when it was handed out
-    uint64_t other_streams;      // bitmask of streams recorded with record_stream
-    std::vector<Event> pending;  // events to pass before the block is free
+    uint64_t allocation = 0;              // allocation_clock() when it was handed out
+    std::bitset<kStreams> other_streams;  // streams recorded with record_stream
+    std::vector<Event> pending;           // events to pass before the block is free
   };
   void* take_cached(std::size_t size, std::size_t requested, Owner owner);
   void process_pending();

@@ -34,15 +34,22 @@ class Task {
   std::unique_ptr<detail::TaskNode> node_;
 };
 
-// Stream 0 of each device is its default stream; 1..kPoolSize form the pool
-// that new streams are drawn from round-robin (CUDA's scheme).
+// Stream 0 of each device is its default stream. New streams are drawn
+// round-robin from a pool of kPoolSize per priority (CUDA's scheme): priority
+// 0 (the default's) down to -(kPriorities - 1). A priority only labels a
+// stream here: on a GPU it orders pending blocks, and the OS schedules every
+// stream's worker alike. Ids 1..kPoolSize are priority 0's pool, the next
+// kPoolSize priority -1's, and so on.
 constexpr int kPoolSize = 32;
-// The streams after the pool are never handed out by it: libraries built on
+constexpr int kPriorities = 4;  // c10::cuda::max_compile_time_stream_priorities
+// The streams after the pools are never handed out by them: libraries built on
 // the runtime (collectives) queue work that blocks on other processes there,
 // so it never sits in front of a user's stream (NCCL's internal streams).
 constexpr int kReservedStreams = 3;
-constexpr int kStreams = 1 + kPoolSize + kReservedStreams;
-constexpr int reserved_stream(int which) { return 1 + kPoolSize + which; }
+constexpr int kStreams = 1 + kPriorities * kPoolSize + kReservedStreams;
+constexpr int reserved_stream(int which) { return 1 + kPriorities * kPoolSize + which; }
+// The priority stream `id` runs at: 0 for the default and reserved streams.
+constexpr int stream_priority(int id) { return id >= 1 && id <= kPriorities * kPoolSize ? -((id - 1) / kPoolSize) : 0; }
 
 class Stream {
  public:
@@ -130,8 +137,9 @@ class Stream {
 
 // Streams live for the whole process; they are created on first access.
 Stream& get_stream(int device, int id);
-// Next pool stream of `device`, round-robin.
-int next_pool_stream(int device);
+// Next stream of `device`'s pool for `priority`, round-robin. A priority
+// outside 0..-(kPriorities - 1) takes the nearest one, as CUDA does.
+int next_pool_stream(int device, int priority = 0);
 // The calling thread's current stream on `device` (default stream unless set).
 Stream& current_stream(int device);
 void set_current_stream(int device, int id);
