@@ -115,6 +115,17 @@ def test_the_device_module_and_tensor_methods_work_before_first_use():
     assert state == {"count": 2, "name": state["name"], "moved": "openreg:0", "is": True, "early": 0, "same": True}
 
 
+def test_dir_of_the_device_module_before_first_use_lists_its_api():
+    # Tab completion and dir()-driven code (hasattr scans, inspect) see what torch.openreg.<name> gives.
+    state = run_json("""
+        import json, torch
+        names = dir(torch.openreg)
+        from openreg_runtime import device
+        print(json.dumps({"missing": sorted(set(device.__all__) - set(names))}))
+    """)
+    assert state == {"missing": []}
+
+
 def test_openreg_init_loads_everything_up_front():
     # Some C++ entry points (generators, streams, pinned memory) do not ask torch.openreg first.
     out = run_python("""

@@ -260,6 +260,28 @@ def test_torch_openreg_surface(two_devices):
     assert all(isinstance(d, torch.dtype) for d in amp)
 
 
+def test_device_of_selects_the_device_of_an_openreg_tensor_or_storage_only(two_devices):
+    on_one = torch.ones(2, device="openreg:1")
+    for obj in (on_one, on_one.untyped_storage()):
+        with torch.openreg.device_of(obj):
+            assert torch.openreg.current_device() == 1
+            assert torch.ones(1, device="openreg").device == torch.device("openreg:1")
+        assert torch.openreg.current_device() == 0
+    torch.openreg.set_device(1)
+    with torch.openreg.device_of(torch.ones(2)):  # a CPU tensor: nothing changes, as torch.cuda.device_of's
+        assert torch.openreg.current_device() == 1
+
+
+def test_can_device_access_peer_is_cudas_for_devices_that_share_the_hosts_memory(two_devices):
+    assert torch.openreg.can_device_access_peer(0, 1) is True
+    assert torch.openreg.can_device_access_peer("openreg:1", torch.device("openreg:0")) is True
+    assert torch.openreg.can_device_access_peer(1, 1) is False  # cudaDeviceCanAccessPeer's answer for itself
+    with pytest.raises(AssertionError, match=r"Invalid peer device id: .*index 5 is out of range"):
+        torch.openreg.can_device_access_peer(0, 5)
+    with pytest.raises(AssertionError, match=r"Invalid device id: .*index 7 is out of range"):
+        torch.openreg.can_device_access_peer(7, 0)
+
+
 def test_is_bf16_supported_matches_bfloat16_tensors():
     t = torch.full((3,), 1.5, dtype=torch.bfloat16, device="openreg")
     assert_close(t.cpu(), torch.full((3,), 1.5, dtype=torch.bfloat16))

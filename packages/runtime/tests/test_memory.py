@@ -100,6 +100,33 @@ def test_peak_statistics_and_reset(clean_device):
     assert s["max_reserved"] == s["reserved"]
 
 
+@pytest.mark.parametrize("deprecated", ["reset_max_memory_allocated", "reset_max_memory_cached"])
+def test_deprecated_peak_resets_warn_and_reset_every_peak_as_cudas(clean_device, deprecated):
+    a = torch.empty(2 * MiB, dtype=torch.uint8, device="openreg")
+    del a
+    assert stats()["max_allocated"] > stats()["allocated"]
+    with pytest.warns(FutureWarning, match=f"torch.openreg.{deprecated} now calls "
+                      "torch.openreg.reset_peak_memory_stats, which resets /all/ peak memory stats") as caught:
+        getattr(torch.openreg, deprecated)()
+    assert caught[0].filename == __file__
+    s = stats()
+    assert (s["max_allocated"], s["max_reserved"]) == (s["allocated"], s["reserved"])
+
+
+def test_nested_memory_stats_are_the_flat_ones_unflattened(clean_device, two_devices):
+    keep = torch.empty(MiB, dtype=torch.uint8, device="openreg:1")
+    nested = torch.openreg.memory_stats_as_nested_dict("openreg:1")
+    assert nested["allocated_bytes"]["all"]["current"] == torch.openreg.memory_allocated(1) >= MiB
+
+    def leaves(prefix, value):
+        if not isinstance(value, dict):
+            return [(prefix, value)]
+        return [leaf for key, sub in value.items() for leaf in leaves(f"{prefix}.{key}" if prefix else key, sub)]
+
+    assert dict(leaves("", nested)) == dict(torch.openreg.memory_stats(1))
+    del keep
+
+
 def test_memory_stats_counts(clean_device):
     before = torch.openreg.memory_stats()
     tensors = [torch.empty(100, device="openreg") for _ in range(5)]
@@ -172,7 +199,7 @@ def test_out_of_memory(run_python, describe_proc):
         import torch, openreg_runtime
         try:
             torch.empty(100 * 2**20, dtype=torch.uint8, device='openreg')
-        except torch.OutOfMemoryError as e:
+        except torch.openreg.OutOfMemoryError as e:  # torch.OutOfMemoryError, as torch.cuda's
             print('OOM1', str(e).replace('\\n', ' '))
         else:
             raise SystemExit('no OOM for 100 MiB on a 64 MiB device')

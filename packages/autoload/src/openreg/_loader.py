@@ -213,6 +213,15 @@ class _DeviceModule(types.ModuleType):
     def _inductor_backend_init(self) -> None:
         _compile.backend_init()
 
+    def __dir__(self) -> list[str]:
+        """The runtime's names (loading the layers, as any other use does): tab completion and `dir()` see what
+        `torch.openreg.<name>` gives."""
+        try:
+            load()
+        except LoadError:
+            return super().__dir__()
+        return dir(_device())
+
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)

@@ -3,13 +3,17 @@
 import sys
 import types
 
+import torch
+
 from ._devices import (
     _is_in_bad_fork,
     _lazy_init,
     _sleep,
+    can_device_access_peer,
     current_device,
     device,
     device_count,
+    device_of,
     get_amp_supported_dtype,
     get_device_capability,
     get_device_name,
@@ -43,9 +47,12 @@ from .memory import (
     memory_reserved,
     memory_snapshot,
     memory_stats,
+    memory_stats_as_nested_dict,
     memory_summary,
     reset_accumulated_host_memory_stats,
     reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
     reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
@@ -65,18 +72,22 @@ from .random import (
 from .storages import STORAGE_CLASSES
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream
 
+OutOfMemoryError = torch.OutOfMemoryError  # what openreg's allocator raises, as torch.cuda.OutOfMemoryError
+
 globals().update(STORAGE_CLASSES)
 
 __all__ = [
-    "Event", "OpenRegGraph", "Stream", "StreamContext", "caching_allocator_alloc", "caching_allocator_delete",
-    "current_device", "current_stream", "default_generators", "default_stream", "device", "device_count", "empty_cache",
+    "Event", "OpenRegGraph", "OutOfMemoryError", "Stream", "StreamContext", "caching_allocator_alloc",
+    "caching_allocator_delete", "can_device_access_peer", "current_device", "current_stream", "default_generators",
+    "default_stream", "device", "device_count", "device_of", "empty_cache",
     "get_amp_supported_dtype", "get_device_capability", "get_device_name", "get_device_properties",
     "get_per_process_memory_fraction", "get_rng_state", "get_rng_state_all", "get_stream_sanitizer",
     "get_sync_debug_mode", "graph", "graph_pool_handle", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "init", "initial_seed", "is_available", "is_bf16_supported", "is_current_stream_capturing", "is_initialized",
     "make_graphed_callables", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_cached",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved", "memory_snapshot",
-    "memory_stats", "memory_summary", "reset_accumulated_host_memory_stats", "reset_accumulated_memory_stats",
+    "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "reset_accumulated_host_memory_stats",
+    "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
     "reset_peak_host_memory_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "set_stream_sanitizer",
     "set_sync_debug_mode", "stream", "synchronize", *STORAGE_CLASSES,

@@ -144,6 +144,28 @@ class device:
         return False
 
 
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor or storage) current when it is an openreg one, and
+    changes nothing otherwise, as torch.cuda.device_of does for CUDA."""
+
+    def __init__(self, obj: torch.Tensor | torch.UntypedStorage):
+        super().__init__(obj.get_device() if obj.device.type == "openreg" else -1)
+
+
+def can_device_access_peer(device: _DeviceLike, peer_device: _DeviceLike) -> bool:
+    """Whether kernels on `device` could read `peer_device`'s memory: any two different openreg devices can, their
+    memory being the host's (as CUDA GPUs with peer access can). A device that does not exist raises
+    AssertionError, as torch.cuda's does."""
+    _lazy_init()
+    indices = []
+    for what, d in (("device", device), ("peer device", peer_device)):
+        try:
+            indices.append(_index(d))
+        except RuntimeError as exc:
+            raise AssertionError(f"Invalid {what} id: {exc}") from None
+    return indices[0] != indices[1]
+
+
 def synchronize(device: _DeviceLike = None) -> None:
     """Waits for all work queued on every stream of `device`, and raises the
     first failure any of it hit."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import sys
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -28,14 +29,19 @@ def _flatten(nested: dict[str, Any]) -> OrderedDict[str, Any]:
     return OrderedDict(sorted(flat))
 
 
-def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
-    """The caching allocator's statistics, flattened as torch.cuda.memory_stats
-    does ("allocated_bytes.all.current", ...)."""
+def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
+    """The caching allocator's statistics ({"allocated_bytes": {"all": {"current": ...}}}), as torch.cuda's."""
     nested = _C.memory_stats(_index(device))
     # CUDA counts blocks above max_split_size, which it never splits; openreg splits no block, so has none.
     for stat in ("oversize_allocations", "oversize_segments"):
         nested[stat] = dict.fromkeys(("current", "peak", "allocated", "freed"), 0)
-    return _flatten(nested)
+    return nested
+
+
+def memory_stats(device: _DeviceLike = None) -> OrderedDict[str, Any]:
+    """The caching allocator's statistics, flattened as torch.cuda.memory_stats
+    does ("allocated_bytes.all.current", ...)."""
+    return _flatten(memory_stats_as_nested_dict(device))
 
 
 def host_memory_stats() -> OrderedDict[str, Any]:
@@ -78,6 +84,22 @@ def max_memory_reserved(device: _DeviceLike = None) -> int:
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
     _C.reset_peak_memory_stats(_index(device))
+
+
+def _reset_every_peak(deprecated: str, device: _DeviceLike) -> None:
+    warnings.warn(f"torch.openreg.{deprecated} now calls torch.openreg.reset_peak_memory_stats, which resets /all/ "
+                  "peak memory stats.", FutureWarning, stacklevel=3)
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
+    """Deprecated, as torch.cuda's: resets every peak statistic (reset_peak_memory_stats), and warns so."""
+    _reset_every_peak("reset_max_memory_allocated", device)
+
+
+def reset_max_memory_cached(device: _DeviceLike = None) -> None:
+    """Deprecated, as torch.cuda's: resets every peak statistic (reset_peak_memory_stats), and warns so."""
+    _reset_every_peak("reset_max_memory_cached", device)
 
 
 def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
