@@ -602,6 +602,40 @@ def test_an_out_tensor_is_resized_before_a_value_error_as_on_the_cpu(op, repeat)
     assert_same_outcome(fn)
 
 
+REFUSED_EXPANDED_OUTS = {
+    "linspace": lambda out: torch.linspace(1, 10, 10, out=out),
+    "logspace": lambda out: torch.logspace(1, 10, 10, out=out),
+    "add": lambda out: torch.add(torch.ones(10, device=out.device), 1, out=out),
+    "index_select": lambda out: torch.index_select(torch.ones(10, device=out.device), 0,
+                                                   torch.arange(10, device=out.device), out=out),
+    "cumsum": lambda out: torch.cumsum(torch.ones(10, device=out.device), 0, out=out),
+    "cat": lambda out: torch.cat([torch.ones(5, device=out.device)] * 2, out=out),
+    "mul_ into it": lambda out: out.mul_(2),
+}
+
+
+@pytest.mark.parametrize("size", [10, 5, 20], ids=["the result's size", "smaller", "larger"])
+@pytest.mark.parametrize("op", list(REFUSED_EXPANDED_OUTS))
+def test_an_expanded_out_is_refused_or_resized_as_on_the_cpu(op, size):
+    """An expanded out= tensor (its elements share memory) is refused, and left with its strides and storage, or
+    first resized, and then written, as the CPU's kernel does; openreg laid it out afresh before the kernel ran, so
+    a refusal left it resized and the next such call was not refused."""
+    def fn(d):
+        out = torch.full((1,), 3.0, device=d).expand(size)
+        refused = []
+        for _ in range(2):  # the second call's signature is known
+            try:
+                REFUSED_EXPANDED_OUTS[op](out)
+                torch.openreg.synchronize()
+                refused.append(False)
+            except RuntimeError as e:
+                assert "more than one element of the written-to tensor" in str(e)
+                refused.append(True)
+        return torch.tensor([*refused, out.numel(), *out.stride(), out.untyped_storage().nbytes(), out[-1].item()])
+
+    assert_same_outcome(fn)
+
+
 def _sgn_gradients_compared(d):
     x = torch.tensor([-1.5, 0.0, 2.0], dtype=torch.float64, device=d, requires_grad=True)
     torch.sgn(x).sum().abs().backward()  # sgn's gradient for a real input is an efficient zero tensor

@@ -52,6 +52,30 @@ void take_layout(const at::Tensor& m, const at::Tensor& c) {
   m._set_neg(c.is_neg());
 }
 
+// `m`, a device tensor the CPU kernel wrote as `c`, takes the layout the kernel left and the storage it grew.
+// Returns whether anything changed.
+bool take_written(const at::Tensor& m, const at::Tensor& c) {
+  if (c.storage().data() != glue::HostAlias::of(m).base) {
+    grow_on_device(m.storage(), c.storage());
+  } else if (same_layout(c, m)) {
+    return false;
+  }
+  take_layout(m, c);
+  return true;
+}
+
+// A kernel that fails may have resized its out= tensors first (ATen resizes them before it finds a value it
+// refuses, and refuses a layout before resizing): the caller sees them as the kernel left them (`given`: its
+// arguments).
+void take_written_after_failure(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                                const torch::jit::Stack& given) {
+  for (size_t i = 0; i < args.size() && i < given.size(); ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !args[i].isTensor() || !given[i].isTensor()) continue;
+    if (args[i].toTensor().defined()) take_written(args[i].toTensor(), given[i].toTensor());
+  }
+}
+
 // Makes what openreg hands back what the CPU kernel left (`out`): an argument
 // or result it wrote in place takes the layout the kernel gave it (a kernel
 // may transpose its out= tensor or set its conjugate bit), a result it
@@ -78,15 +102,8 @@ bool reconcile(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const torch:
       if (!c.defined() || !m.defined()) {
         differed = differed || c.defined() != m.defined();
         m = adopt(c);
-      } else if (c.storage().data() == glue::HostAlias::of(m).base) {  // written in place
-        if (!same_layout(c, m)) {
-          take_layout(m, c);
-          differed = true;
-        }
-      } else if (alias >= 0) {
-        grow_on_device(m.storage(), c.storage());
-        take_layout(m, c);
-        differed = true;
+      } else if (alias >= 0 || c.storage().data() == glue::HostAlias::of(m).base) {  // written in place
+        differed = take_written(m, c) || differed;
       } else if (same_layout(c, m)) {
         glue::HostView view = glue::HostView::of(m);
         HostAccess access({view.data()});
@@ -122,7 +139,6 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
   std::optional<sanitizer::AsIfQueued> as_if_queued;
   if (meta != nullptr) as_if_queued.emplace();
   wait_for_queued_work(device, op.schema().name().c_str());
-  if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/false);
   HostCall call(args, info.generator_arg, device, /*growable=*/true);
   // A first call whose meta kernel lays out a result non-contiguously runs the functional form, which shows the
   // layout the CPU gives: some CPU out= kernels write their outputs as if contiguous, the layout ATen's own meta
@@ -134,6 +150,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
                                     : Results(op.schema().returns().size());
   WarningWatch watch;
   torch::jit::Stack out;
+  torch::jit::Stack given;  // the arguments of the CPU kernel run last
   // The device's work, though the host does it here: profilers show it on the stream, as a queued kernel
   // (in a task, it is part of that task's).
   const int64_t traced = trace::on() && !openreg::in_task() ? trace::now() : 0;
@@ -149,7 +166,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
     glue::WorkerDispatchState as_on_the_device;
     const auto kernel = [&] {
       if (!via_out) {
-        out = call.run(op);
+        out = call.run(op, /*with_outs=*/false, &given);
         return;
       }
       watch.hold();  // an out= kernel that fails may have warned about its outputs first
@@ -158,7 +175,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
         watch.release(true);
       } catch (const c10::Error&) {
         watch.release(false);
-        out = call.run(op);  // a real error is raised again here
+        out = call.run(op, /*with_outs=*/false, &given);  // a real error is raised again here
         meta->functional_only = true;
       }
     };
@@ -166,9 +183,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
       // An input a failed task left invalid raises that failure.
       glue::checked([&] { call.guarded(op, {}, std::nullopt, kernel); });
     } catch (...) {
-      // The meta kernel took the arguments, so this is a failure found in values (an index out of range), which
-      // the CPU's kernel and CUDA's launch meet with the out= tensors already resized: so are they here.
-      if (meta != nullptr) prepare_written(args, *meta, /*reshape=*/true);
+      take_written_after_failure(op.schema(), args, given);
       throw;
     }
   }

@@ -204,7 +204,7 @@ void HostCall::guarded(const c10::OperatorHandle& op, c10::ArrayRef<glue::HostVi
   mark(nullptr);
 }
 
-torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) const {
+torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs, torch::jit::Stack* given) const {
   auto build = [&] {
     torch::jit::Stack stack;
     if (replayed_) {
@@ -220,11 +220,13 @@ torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs) c
     return stack;
   };
   torch::jit::Stack stack = build();
+  if (given != nullptr) *given = stack;
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
   } catch (const c10::Error&) {
-    stack = build();
-    if (!call_in_cuda_dtype(op, &stack)) throw;
+    torch::jit::Stack retry = build();  // `given` keeps what the failed kernel left
+    if (!call_in_cuda_dtype(op, &retry)) throw;
+    stack = std::move(retry);
   }
   return stack;
 }

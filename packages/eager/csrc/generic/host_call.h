@@ -33,8 +33,10 @@ class HostCall {
   std::vector<glue::HostView> outs() const;
 
   // Calls `op`'s CPU kernel on the host views, with or without the out=
-  // tensors; returns what it left on the stack.
-  torch::jit::Stack run(const c10::OperatorHandle& op, bool with_outs = false) const;
+  // tensors; returns what it left on the stack. `given`, if not null, gets the
+  // arguments the kernel was given, to see what it did to them if it throws.
+  torch::jit::Stack run(const c10::OperatorHandle& op, bool with_outs = false,
+                        torch::jit::Stack* given = nullptr) const;
 
   // Device memory the call of `op` reads or writes (opened by strict mode,
   // checked by the stream sanitizer).

@@ -124,7 +124,7 @@ constexpr int64_t kShortOp = 1 << 14;
 
 Results run_async(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
                   c10::DeviceIndex device, const MetaResult& meta) {
-  prepare_written(args, meta, /*reshape=*/true);
+  resize_written(args, meta);
   HostCall call(args, info.generator_arg, device);
   const bool via_out = writes_via_out(info, meta);
   Results results = allocate_results(op, info, meta, via_out ? &call : nullptr);

@@ -90,9 +90,11 @@ bool same_shape(const at::Tensor& t, const TensorMeta& m) {
   return t.sizes() == c10::IntArrayRef(m.sizes) && t.strides() == c10::IntArrayRef(m.strides);
 }
 
-void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bool reshape) {
+void resize_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta) {
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!meta.written[i] || same_shape(args[i].toTensor(), *meta.written[i])) continue;
+    // The meta kernel was given an empty out= tensor, so it lays out a fresh one; an out= tensor of the result's
+    // sizes keeps its own strides and storage, as ATen's resize_output leaves it (an expanded one is then refused).
+    if (!meta.written[i] || args[i].toTensor().sizes() == c10::IntArrayRef(meta.written[i]->sizes)) continue;
     const auto& m = *meta.written[i];
     auto* impl = args[i].toTensor().unsafeGetTensorImpl();
     const size_t needed =
@@ -100,7 +102,7 @@ void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bo
     if (needed > impl->storage().nbytes()) {
       at::native::resize_bytes_nocuda(impl->storage(), static_cast<int64_t>(needed));
     }
-    if (reshape) impl->set_sizes_and_strides(m.sizes, m.strides);
+    impl->set_sizes_and_strides(m.sizes, m.strides);
   }
 }
 

@@ -25,10 +25,10 @@ at::Tensor adopt(const at::Tensor& cpu);
 Tensors tensors_of(const c10::IValue& v);
 c10::IValue pack(Tensors&& tensors, const c10::Argument& ret);
 bool same_shape(const at::Tensor& t, const TensorMeta& m);
-// Out= tensors get the capacity the meta kernel says the CPU kernel needs
-// (device memory cannot grow inside a kernel). With `reshape`, also the shape,
-// as the CPU kernel would give them (queued calls, whose kernels run later).
-void prepare_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta, bool reshape);
+// Out= tensors a queued call's CPU kernel will resize take, at the launch, the
+// shape and capacity the meta kernel gives them (device memory cannot grow
+// inside a kernel).
+void resize_written(c10::ArrayRef<c10::IValue> args, const MetaResult& meta);
 // A CPU kernel grew the host alias of `device` (HostAlias::storage, growable)
 // into host memory, `host`: the device storage grows as the CPU's would, for
 // every tensor that shares it, and takes `host`'s bytes.
