@@ -90,6 +90,12 @@ void Capture::on_replay(std::function<void()> hook) {
   replay_hooks.push_back(std::move(hook));
 }
 
+void Capture::retain(uint64_t pool) {
+  device_memory(device).use_pool(pool);
+  std::lock_guard<std::mutex> lock(mu_);
+  retained_pools.push_back(pool);
+}
+
 std::vector<std::unique_ptr<TaskNode>> Capture::finish() {
   std::lock_guard<std::mutex> lock(mu_);
   Follows& capturing = streams_[0].follows;
@@ -133,6 +139,13 @@ bool on_replay(const Stream& stream, std::function<void()> hook) {
 uint64_t capture_pool(const Stream& stream) {
   detail::Capture* c = stream.capture();
   return c == nullptr ? 0 : c->pool;
+}
+
+bool retain_pool(const Stream& stream, uint64_t pool) {
+  detail::Capture* c = stream.capture();
+  if (c == nullptr) return false;
+  c->retain(pool);
+  return true;
 }
 
 namespace {
@@ -184,6 +197,11 @@ void check_may_wait(const Stream* stream, const char* call) {
 struct Graph::Work {
   std::vector<std::unique_ptr<detail::TaskNode>> tasks;
   std::vector<std::function<void()>> on_replay;
+  int device = -1;
+  std::vector<uint64_t> retained_pools;  // given back once no replay can write into them
+  ~Work() {
+    for (uint64_t pool : retained_pools) device_memory(device).release_pool(pool);
+  }
 };
 
 Graph::~Graph() {
@@ -227,6 +245,8 @@ std::string Graph::stop() {
   auto work = std::make_shared<Work>();
   work->tasks = capture_->finish();
   work->on_replay = std::move(capture_->replay_hooks);
+  work->device = device_;
+  work->retained_pools = std::move(capture_->retained_pools);
   std::string failure = capture_->failure();
   capture_.reset();
   work_ = std::move(work);

@@ -1,6 +1,7 @@
 #include "openreg/core/memory.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <string>
@@ -64,6 +65,8 @@ std::atomic<uint64_t> g_allocations{0};
 std::atomic<bool> g_journal{false};
 
 int stream_of(int64_t owner) { return owner >= 0 ? static_cast<int>(owner) : 0; }  // a graph pool's: none
+
+thread_local std::array<uint64_t, 64> t_routed_pool{};  // allocate_to_pool's, by device
 
 }  // namespace
 
@@ -176,8 +179,9 @@ void DeviceMemory::unmap(const Block& b) {
   ++stats_.num_device_free;
 }
 
-void DeviceMemory::release_cached() {
+void DeviceMemory::release_cached(uint64_t only) {
   for (auto& [owner, pool] : cached_) {
+    if (only != 0 && owner != -static_cast<Owner>(only)) continue;
     if (owner < 0 && pool_users_.count(static_cast<uint64_t>(-owner)) != 0) continue;  // its graphs replay into them
     for (auto& [size, b] : pool) unmap(*b);
     pool.clear();
@@ -195,10 +199,17 @@ void DeviceMemory::release_pool(uint64_t pool) {
   if (users != pool_users_.end() && --users->second == 0) pool_users_.erase(users);
 }
 
+int DeviceMemory::pool_users(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto users = pool_users_.find(pool);
+  return users == pool_users_.end() ? 0 : users->second;
+}
+
 void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
   check_not_forked();
   const std::size_t size = round_size(nbytes), mapped = mapped_size(size);
-  const uint64_t pool = capture_pool(get_stream(device_, stream));
+  uint64_t pool = t_routed_pool[device_];
+  if (pool == 0) pool = capture_pool(get_stream(device_, stream));
   const Owner owner = pool != 0 ? -static_cast<Owner>(pool) : stream;
   for (int attempt = 0;; ++attempt) {
     {
@@ -303,11 +314,16 @@ void DeviceMemory::record_stream(void* ptr, int stream) {
   if (stream != it->second->stream) it->second->other_streams.set(stream);
 }
 
-void DeviceMemory::empty_cache() {
+void DeviceMemory::empty_cache(uint64_t pool) {
   synchronize_device(device_);
   std::lock_guard<std::mutex> lock(mu_);
   process_pending();
-  release_cached();
+  release_cached(pool);
+}
+
+uint64_t allocate_to_pool(int device, uint64_t pool) {
+  check_device(device);
+  return std::exchange(t_routed_pool[device], pool);
 }
 
 std::vector<SegmentNote> DeviceMemory::take_notes() {

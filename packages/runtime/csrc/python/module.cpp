@@ -156,6 +156,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("get_stream_sanitizer", [] { return static_cast<int>(sanitizer::mode()); });
 
   m.def("graph_pool_handle", [] { return py::make_tuple(0, new_graph_pool()); });
+  // Memory pools (device/pools.py): a pool stays in use, its cached blocks its own, while it has users.
+  m.def("use_pool", torch::wrap_pybind_function(
+                        [](int d, uint64_t pool) { glue::checked([&] { device_memory(d).use_pool(pool); }); }));
+  m.def("release_pool", [](int d, uint64_t pool) { device_memory(d).release_pool(pool); });
+  m.def("pool_users", [](int d, uint64_t pool) { return device_memory(d).pool_users(pool); });
+  // Routes the calling thread's allocations on `d` to `pool` (0: as usual); returns the pool routed to before.
+  // A graph captured meanwhile keeps the pool in use.
+  m.def("route_to_pool", torch::wrap_pybind_function([](int d, uint64_t pool) {
+          return glue::checked([&] {
+            if (pool != 0) retain_pool(current_stream(d), pool);
+            return allocate_to_pool(d, pool);
+          });
+        }));
   m.def("is_capturing", torch::wrap_pybind_function(
                             [](int d) { return glue::checked([&] { return is_capturing(current_stream(d)); }); }));
 
@@ -166,10 +179,13 @@ PYBIND11_MODULE(_C, m) {
   openreg::python::bind_memory_history(m);
   m.def("reset_peak_memory_stats", [](int d) { glue::device_allocator()->resetPeakStats(d); });
   m.def("reset_accumulated_memory_stats", [](int d) { glue::device_allocator()->resetAccumulatedStats(d); });
-  m.def("empty_cache", [](int d) {
-    unlocked([&] { device_memory(d).empty_cache(); });
-    if (glue::history::recording()) glue::history::note_segments(d);  // with this call's stack
-  });
+  m.def(
+      "empty_cache",
+      [](int d, uint64_t pool) {  // pool 0: every pool not in use
+        unlocked([&] { device_memory(d).empty_cache(pool); });
+        if (glue::history::recording()) glue::history::note_segments(d);  // with this call's stack
+      },
+      py::arg("device"), py::arg("pool") = 0);
   m.def("mem_get_info", [](int d) { return glue::device_allocator()->getMemoryInfo(d); });
   m.def("set_memory_fraction",
         torch::wrap_pybind_function([](int d, double f) { glue::checked([&] { device_memory(d).set_fraction(f); }); }));

@@ -57,6 +57,7 @@ from .memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
+from .pools import MemPool, use_mem_pool
 from .random import (
     default_generators,
     get_rng_state,
@@ -77,7 +78,7 @@ OutOfMemoryError = torch.OutOfMemoryError  # what openreg's allocator raises, as
 globals().update(STORAGE_CLASSES)
 
 __all__ = [
-    "Event", "OpenRegGraph", "OutOfMemoryError", "Stream", "StreamContext", "caching_allocator_alloc",
+    "Event", "MemPool", "OpenRegGraph", "OutOfMemoryError", "Stream", "StreamContext", "caching_allocator_alloc",
     "caching_allocator_delete", "can_device_access_peer", "current_device", "current_stream", "default_generators",
     "default_stream", "device", "device_count", "device_of", "empty_cache",
     "get_amp_supported_dtype", "get_device_capability", "get_device_name", "get_device_properties",
@@ -90,7 +91,7 @@ __all__ = [
     "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
     "reset_peak_host_memory_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "set_stream_sanitizer",
-    "set_sync_debug_mode", "stream", "synchronize", *STORAGE_CLASSES,
+    "set_sync_debug_mode", "stream", "synchronize", "use_mem_pool", *STORAGE_CLASSES,
 ]
 
 

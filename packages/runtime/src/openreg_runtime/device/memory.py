@@ -198,6 +198,10 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle", **kwargs) -> None:
         pickle.dump(_snapshot(), f)
 
 
-def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list[dict[str, Any]]:
-    """As torch.cuda.memory_snapshot: the segments of every device, as _snapshot() gives them."""
-    return _snapshot()["segments"]
+def memory_snapshot(mempool_id: tuple[int, int] | None = None, include_traces: bool = True) -> list[dict[str, Any]]:
+    """As torch.cuda.memory_snapshot: the segments of every device, as _snapshot() gives them; given a pool's id
+    (MemPool.id, graph_pool_handle()), only that pool's."""
+    segments = _snapshot()["segments"]
+    if mempool_id is None:
+        return segments
+    return [s for s in segments if s["segment_pool_id"] == tuple(mempool_id)]

@@ -70,6 +70,10 @@ bool on_replay(const Stream& stream, std::function<void()> hook);
 bool is_capturing(const Stream& stream);
 // The pool that allocations on `stream` come from: 0 when it does not capture.
 uint64_t capture_pool(const Stream& stream);
+// While `stream` captures, its graph keeps `pool` in use (the replays write
+// into what was allocated from it) until the graph is reset or destroyed.
+// Returns false when `stream` does not capture.
+bool retain_pool(const Stream& stream, uint64_t pool);
 
 // Raises when the calling thread may not wait for `stream` now, naming
 // `call`; marks the captures it broke as failed.

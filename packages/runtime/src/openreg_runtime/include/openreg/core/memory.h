@@ -71,12 +71,15 @@ class DeviceMemory {
   // (a replay still queued may write into them).
   void use_pool(uint64_t pool);
   void release_pool(uint64_t pool);
+  // How many users `pool` has (graphs, memory pools, routings to it).
+  int pool_users(uint64_t pool);
   void free(void* ptr);
   // `ptr` is also used on `stream`: it is not reused until that stream's
   // work queued so far has run.
   void record_stream(void* ptr, int stream);
-  // Synchronises the device and returns every cached block to the host.
-  void empty_cache();
+  // Synchronises the device and returns the cached blocks to the host: every
+  // one but those of pools in use, or, given a pool, that pool's if unused.
+  void empty_cache(uint64_t pool = 0);
   MemoryStats stats();
   // Every block the allocator holds, live or cached (each in a segment of its
   // own, mapped_size(size) long: openreg splits no segment), for memory snapshots.
@@ -115,7 +118,7 @@ class DeviceMemory {
   };
   void* take_cached(std::size_t size, std::size_t requested, Owner owner);
   void process_pending();
-  void release_cached();
+  void release_cached(uint64_t pool = 0);
   void count_alloc(const Block& b, bool add);
   using Live = std::unordered_map<void*, std::unique_ptr<Block>>;
   using Pool = std::multimap<std::size_t, std::unique_ptr<Block>>;
@@ -129,7 +132,7 @@ class DeviceMemory {
   std::mutex mu_;
   Live live_;
   std::map<Owner, Pool> cached_;
-  std::map<uint64_t, int> pool_users_;  // graph pools in use, and by how many graphs
+  std::map<uint64_t, int> pool_users_;  // pools in use, and by how many users
   // Map nodes taken out of live_ and cached_, reused for the next insertion.
   std::vector<Live::node_type> spare_live_;
   std::vector<Pool::node_type> spare_cached_;
@@ -139,6 +142,11 @@ class DeviceMemory {
 };
 
 DeviceMemory& device_memory(int device);
+
+// The allocations the calling thread makes on `device` come from `pool` (any
+// pool id; 0: as usual, the stream's or its graph capture's) until it is
+// changed: torch.cuda.use_mem_pool's routing. Returns the pool routed to before.
+uint64_t allocate_to_pool(int device, uint64_t pool);
 // The largest block of the small pool (statistics count blocks in two pools, as CUDA's).
 constexpr std::size_t kSmallBlock = 1 << 20;
 // The size of the block a request gets, which the statistics count: CUDA's

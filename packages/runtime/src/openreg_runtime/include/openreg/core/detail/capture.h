@@ -28,10 +28,12 @@ struct Capture : std::enable_shared_from_this<Capture> {
   void wait(Stream& waiter, uint64_t mark);
   bool has(const Stream& stream);
   void on_replay(std::function<void()> hook);
+  void retain(uint64_t pool);  // keeps `pool` in use for the graph (retain_pool)
   // The streams stop capturing; returns the tasks recorded. A stream forked
   // to with work not joined back fails the capture.
   std::vector<std::unique_ptr<TaskNode>> finish();
   std::vector<std::function<void()>> replay_hooks;  // read once finish() returned
+  std::vector<uint64_t> retained_pools;             // read once finish() returned
   // The first broken rule, kept for capture_end() to raise; empty when none.
   void fail(const std::string& why);
   std::string failure();

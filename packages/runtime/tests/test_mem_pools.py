@@ -1,0 +1,123 @@
+"""Memory pools: torch.openreg.MemPool and use_mem_pool, as torch.cuda's."""
+
+import gc
+import threading
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+MiB = 2**20
+
+
+def empty(nbytes, device="openreg"):
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+def pool_segments(pool):
+    return sorted(s["total_size"] for s in pool.snapshot())
+
+
+def test_allocations_inside_use_mem_pool_come_from_the_pool_and_its_blocks_serve_it_alone(clean_device):
+    pool = torch.openreg.MemPool()
+    assert pool.id[0] == 0 and pool.id[1] > 0  # a user-created pool's id, as CUDA's
+    assert pool.use_count() == 1
+    outside = empty(MiB)
+    with torch.openreg.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        inside, big = empty(MiB), empty(2 * MiB)
+    assert pool.use_count() == 1
+    assert pool_segments(pool) == [MiB, 2 * MiB]
+    assert {s["segment_pool_id"] for s in torch.openreg.memory_snapshot()} >= {(0, 0), pool.id}
+    freed = inside.data_ptr()
+    del inside
+    assert empty(MiB).data_ptr() != freed  # outside the pool, its cached block is not taken
+    with torch.openreg.use_mem_pool(pool):
+        again = empty(MiB)
+    assert again.data_ptr() == freed
+    del outside, big, again
+
+
+def test_a_live_pool_keeps_its_cache_through_empty_cache_and_gives_it_back_when_deleted(clean_device):
+    pool = torch.openreg.MemPool()
+    with torch.openreg.use_mem_pool(pool):
+        block = empty(3 * MiB)
+    del block
+    reserved = torch.openreg.memory_reserved()
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() == reserved
+    assert pool_segments(pool) == [3 * MiB]
+    del pool
+    gc.collect()
+    assert torch.openreg.memory_reserved() == reserved - 3 * MiB
+
+
+def test_only_the_calling_threads_allocations_on_the_given_device_are_routed(clean_device, two_devices):
+    pool = torch.openreg.MemPool()
+    seen = []
+    with torch.openreg.use_mem_pool(pool, device="openreg:1"):
+        mine = empty(MiB, "openreg:1")
+        on_zero = empty(2 * MiB, "openreg:0")
+        thread = threading.Thread(target=lambda: seen.append(empty(4 * MiB, "openreg:1")))
+        thread.start()
+        thread.join(30)
+    assert [s["total_size"] for s in pool.snapshot()] == [MiB]
+    assert {s["device"] for s in pool.snapshot()} == {1}
+    del mine, on_zero
+    seen.clear()
+
+
+def test_pools_nest_and_the_outer_one_is_routed_to_again(clean_device):
+    outer, inner = torch.openreg.MemPool(), torch.openreg.MemPool()
+    with torch.openreg.use_mem_pool(outer):
+        a = empty(MiB)
+        with torch.openreg.use_mem_pool(inner):
+            b = empty(2 * MiB)
+        c = empty(3 * MiB)
+    d = empty(4 * MiB)
+    assert pool_segments(outer) == [MiB, 3 * MiB]
+    assert pool_segments(inner) == [2 * MiB]
+    del a, b, c, d
+
+
+def test_a_graph_captured_into_a_pool_uses_it_as_cuda_graphs_do(clean_device):
+    x = torch.arange(float(MiB // 4), device="openreg")
+    pool = torch.openreg.MemPool()
+    graph = torch.openreg.OpenRegGraph()
+    with torch.openreg.graph(graph, pool=pool.id):
+        y = x * 2
+    assert pool.use_count() == 2  # the pool and the graph
+    assert pool_segments(pool) == [MiB]
+    graph.reset()
+    assert pool.use_count() == 1
+    del y
+
+
+def test_a_pool_routed_to_during_a_capture_is_kept_by_the_graph_until_it_is_reset(clean_device):
+    x = torch.arange(float(MiB // 4), device="openreg")
+    pool = torch.openreg.MemPool()
+    graph = torch.openreg.OpenRegGraph()
+    with torch.openreg.graph(graph), torch.openreg.use_mem_pool(pool):
+        z = x + 1
+    assert pool_segments(pool) == [MiB]
+    assert pool.use_count() == 2  # the pool and the graph
+    reserved = torch.openreg.memory_reserved()
+    del pool
+    gc.collect()
+    x.fill_(1.0)
+    graph.replay()
+    assert_close(z.cpu(), torch.full((MiB // 4,), 2.0))
+    del z  # back to the pool's cache, which replays write into
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() == reserved
+    graph.reset()
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() == reserved - MiB
+
+
+@pytest.mark.parametrize("kwargs, refused", [({"allocator": object()}, "custom allocator"),
+                                             ({"use_on_oom": True}, "use_on_oom=False")])
+def test_what_openreg_pools_cannot_do_is_refused_with_the_way_out(kwargs, refused):
+    with pytest.raises(NotImplementedError, match=refused):
+        torch.openreg.MemPool(**kwargs)
+    torch.openreg.MemPool(no_split=True)  # openreg never splits a block
