@@ -282,6 +282,11 @@ def test_can_device_access_peer_is_cudas_for_devices_that_share_the_hosts_memory
         torch.openreg.can_device_access_peer(7, 0)
 
 
+def test_what_openreg_answers_for_cudas_queries_about_itself():
+    assert torch.openreg.is_tf32_supported() is False
+    assert torch.openreg.get_allocator_backend() == "native"
+
+
 def test_is_bf16_supported_matches_bfloat16_tensors():
     t = torch.full((3,), 1.5, dtype=torch.bfloat16, device="openreg")
     assert_close(t.cpu(), torch.full((3,), 1.5, dtype=torch.bfloat16))

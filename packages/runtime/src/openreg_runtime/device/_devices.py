@@ -254,6 +254,12 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+def is_tf32_supported() -> bool:
+    """False: openreg's kernels are the CPU's, which have no TF32 (torch.backends.cuda's TF32 settings do not reach
+    them)."""
+    return False
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 

@@ -131,6 +131,16 @@ def max_memory_cached(device: _DeviceLike = None) -> int:
     return max_memory_reserved(device)
 
 
+def get_allocator_backend() -> str:
+    """"native": openreg's own caching allocator, as torch.cuda names its own (openreg has no cudaMallocAsync)."""
+    return "native"
+
+
+def ipc_collect() -> None:
+    """As torch.cuda.ipc_collect, with nothing to wait for: memory shared with other processes is freed, in stream
+    order, when the last tensor on it in each process is."""
+
+
 def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
     """As torch.cuda's: this process may reserve at most `fraction` of the device's memory (OPENREG_DEVICE_MEMORY);
     an allocation past it raises torch.OutOfMemoryError, saying so."""
