@@ -115,9 +115,27 @@ def test_a_pool_routed_to_during_a_capture_is_kept_by_the_graph_until_it_is_rese
     assert torch.openreg.memory_reserved() == reserved - MiB
 
 
-@pytest.mark.parametrize("kwargs, refused", [({"allocator": object()}, "custom allocator"),
-                                             ({"use_on_oom": True}, "use_on_oom=False")])
-def test_what_openreg_pools_cannot_do_is_refused_with_the_way_out(kwargs, refused):
-    with pytest.raises(NotImplementedError, match=refused):
-        torch.openreg.MemPool(**kwargs)
+def test_a_pool_made_with_use_on_oom_lends_its_cache_to_allocations_that_run_out_of_memory(run_python,
+                                                                                           describe_proc):
+    proc = run_python("""
+        import torch
+        for lends in (False, True):
+            pool = torch.openreg.MemPool(use_on_oom=lends)
+            with torch.openreg.use_mem_pool(pool):
+                torch.empty(48 * 2**20, dtype=torch.uint8, device="openreg")  # freed into the pool's cache
+            try:
+                x = torch.full((40 * 2**20,), 7, dtype=torch.uint8, device="openreg")
+                print(lends, "allocated", int(x[-1].item()), len(pool.snapshot()))
+                del x
+            except torch.OutOfMemoryError:
+                print(lends, "out of memory", len(pool.snapshot()))
+            del pool
+    """, env={"OPENREG_DEVICE_MEMORY": "64MiB"})
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.split("\n")[:2] == ["False out of memory 1", "True allocated 7 1"]
+
+
+def test_a_custom_allocator_is_refused_with_the_way_out():
+    with pytest.raises(NotImplementedError, match="custom allocator .* pass allocator=None"):
+        torch.openreg.MemPool(allocator=object())
     torch.openreg.MemPool(no_split=True)  # openreg never splits a block

@@ -196,7 +196,15 @@ void DeviceMemory::use_pool(uint64_t pool) {
 void DeviceMemory::release_pool(uint64_t pool) {
   std::lock_guard<std::mutex> lock(mu_);
   auto users = pool_users_.find(pool);
-  if (users != pool_users_.end() && --users->second == 0) pool_users_.erase(users);
+  if (users != pool_users_.end() && --users->second == 0) {
+    pool_users_.erase(users);
+    lent_on_oom_.erase(std::remove(lent_on_oom_.begin(), lent_on_oom_.end(), pool), lent_on_oom_.end());
+  }
+}
+
+void DeviceMemory::lend_on_oom(uint64_t pool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lent_on_oom_.push_back(pool);
 }
 
 int DeviceMemory::pool_users(uint64_t pool) {
@@ -236,6 +244,10 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
         }
       }
       if (attempt > 0) {
+        for (uint64_t lender : lent_on_oom_) {
+          if (-static_cast<Owner>(lender) == owner || pool_users_.count(lender) == 0) continue;
+          if (void* p = take_cached(size, nbytes, -static_cast<Owner>(lender))) return p;
+        }
         ++stats_.num_ooms;
         if (g_journal.load(std::memory_order_relaxed)) {
           const std::size_t reserved = stats_.reserved_bytes[StatType::Aggregate].current;

@@ -161,6 +161,7 @@ PYBIND11_MODULE(_C, m) {
                         [](int d, uint64_t pool) { glue::checked([&] { device_memory(d).use_pool(pool); }); }));
   m.def("release_pool", [](int d, uint64_t pool) { device_memory(d).release_pool(pool); });
   m.def("pool_users", [](int d, uint64_t pool) { return device_memory(d).pool_users(pool); });
+  m.def("lend_on_oom", [](int d, uint64_t pool) { device_memory(d).lend_on_oom(pool); });
   // Routes the calling thread's allocations on `d` to `pool` (0: as usual); returns the pool routed to before.
   // A graph captured meanwhile keeps the pool in use.
   m.def("route_to_pool", torch::wrap_pybind_function([](int d, uint64_t pool) {

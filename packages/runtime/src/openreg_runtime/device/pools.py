@@ -24,13 +24,12 @@ class MemPool:
             raise NotImplementedError("openreg's memory pools allocate with openreg's caching allocator: a custom "
                                       "allocator (torch.cuda's CUDAPluggableAllocator) has no openreg counterpart; "
                                       "pass allocator=None")
-        if use_on_oom:
-            raise NotImplementedError("openreg does not lend a pool's cached blocks to allocations outside it when "
-                                      "they run out of memory: pass use_on_oom=False")
         _lazy_init()
         self._id = _C.graph_pool_handle()
         self._device = current_device()
         _C.use_pool(self._device, self._id[1])
+        if use_on_oom:  # its cached blocks serve allocations outside it that find the device out of memory
+            _C.lend_on_oom(self._device, self._id[1])
         # As CUDA's: the pool gives its cached blocks back once it is gone (not at exit: the process frees them).
         weakref.finalize(self, _give_back, self._device, self._id[1]).atexit = False
 

@@ -73,6 +73,9 @@ class DeviceMemory {
   void release_pool(uint64_t pool);
   // How many users `pool` has (graphs, memory pools, routings to it).
   int pool_users(uint64_t pool);
+  // An allocation outside `pool` that finds the device out of memory may take
+  // a block the pool has cached while the pool is in use (MemPool(use_on_oom)).
+  void lend_on_oom(uint64_t pool);
   void free(void* ptr);
   // `ptr` is also used on `stream`: it is not reused until that stream's
   // work queued so far has run.
@@ -133,6 +136,7 @@ class DeviceMemory {
   Live live_;
   std::map<Owner, Pool> cached_;
   std::map<uint64_t, int> pool_users_;  // pools in use, and by how many users
+  std::vector<uint64_t> lent_on_oom_;   // lend_on_oom's pools
   // Map nodes taken out of live_ and cached_, reused for the next insertion.
   std::vector<Live::node_type> spare_live_;
   std::vector<Pool::node_type> spare_cached_;
