@@ -602,6 +602,26 @@ def test_an_out_tensor_is_resized_before_a_value_error_as_on_the_cpu(op, repeat)
     assert_same_outcome(fn)
 
 
+def _unbatched_dilated_convolution_gradients(nd):
+    def fn(d):
+        g = torch.Generator().manual_seed(0)
+        x, w, b = (torch.randn(*shape, dtype=torch.double, generator=g).to(d).requires_grad_()
+                   for shape in [(2, *(5,) * nd), (3, 2, *(3,) * nd), (3,)])
+        conv = torch.ops.aten.slow_conv_dilated2d if nd == 2 else torch.ops.aten.slow_conv_dilated3d
+        conv(x, w, [3] * nd, b, [1] * nd, [0] * nd, [2] * nd).sum().backward()
+        return torch.cat([x.grad.flatten(), w.grad.flatten(), b.grad])
+
+    return fn
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_an_unbatched_dilated_convolution_has_the_cpus_gradients(nd):
+    """The slow dilated convolutions take an input without a batch dimension, and from torch 2.14 so does their
+    backward (convolution_backward) on the CPU and CUDA; openreg's went to convolution_backward_overrideable, which
+    refused it (PyTorch's test_convolution.py::test_slow_conv_dilated2d_unbatched). On torch 2.13 both refuse it."""
+    assert_same_outcome(_unbatched_dilated_convolution_gradients(nd))
+
+
 REFUSED_EXPANDED_OUTS = {
     "linspace": lambda out: torch.linspace(1, 10, 10, out=out),
     "logspace": lambda out: torch.logspace(1, 10, 10, out=out),

@@ -85,6 +85,9 @@ constexpr OpPolicy kTable[] = {
     {"aten::convolution_overrideable", P::kOverrideable, "PyTorch routes convolutions of unknown devices here"},
     {"aten::convolution_backward_overrideable", P::kOverrideable,
      "PyTorch routes convolutions of unknown devices here"},
+    {"aten::convolution_backward", P::kBypassComposite,
+     "its composite kernel sends an unknown device's call to convolution_backward_overrideable, refusing the unbatched "
+     "inputs that the CPU's and CUDA's accept from torch 2.14 on"},
     {"aten::native_group_norm", P::kBypassComposite, kSlowComposite},
     {"aten::addr", P::kBypassComposite, kSlowComposite},
     {"aten::addr.out", P::kBypassComposite, kSlowComposite},
