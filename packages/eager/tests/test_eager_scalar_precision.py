@@ -1,7 +1,8 @@
-"""CUDA's add and sub read a CPU scalar (a Python number, a 0-dim CPU tensor) at the precision they compute in,
-float for a float16 or bfloat16 tensor, and round the result once; the CPU's kernels first round the scalar to the
-tensor's dtype (kernels/add_sub_scalars.cpp). The reference is that definition computed on the CPU in float32;
-every other call is the CPU's, exactly."""
+"""CUDA's add and sub read a CPU scalar (a Python number, a 0-dim CPU tensor) and alpha at the precision they
+compute in, float for a float16 or bfloat16 result, and round the result once; the CPU's kernels first round the
+scalar and alpha to the result's dtype (kernels/add_sub_scalars.cpp). The reference is that definition computed on
+the CPU in float32 (float64 where CUDA's kernel fuses a multiply and an add); every other call is the CPU's,
+exactly."""
 
 from __future__ import annotations
 
@@ -81,11 +82,62 @@ def test_tensors_on_the_device_are_the_cpus():
     assert_close((x.to("openreg") + x.flip(0).to("openreg")).cpu(), x + x.flip(0), rtol=0, atol=0)
 
 
+def _cuda_alpha(a, b, alpha):
+    """CUDA's AddFunctor for tensors: a + b * alpha, with the operands read as the result's dtype and alpha as
+    float32, fused into one multiply-add in float32 (computed here exactly in float64, then rounded), then one
+    rounding to the result's dtype."""
+    dtype = torch.result_type(a, b)
+    exact = a.to(dtype).double() + torch.tensor(alpha, dtype=torch.float32).double() * b.to(dtype).double()
+    return exact.float().to(dtype)
+
+
+ALPHA_CALLS = {
+    "add": lambda a, b, alpha: torch.add(a, b, alpha=alpha),
+    "sub": lambda a, b, alpha: torch.sub(a, b, alpha=-alpha),
+    "add_": lambda a, b, alpha: a.clone().add_(b, alpha=alpha),
+    "sub_": lambda a, b, alpha: a.clone().sub_(b, alpha=-alpha),
+    "add out": lambda a, b, alpha: torch.add(a, b, alpha=alpha, out=torch.empty_like(a)),
+}
+
+
+@pytest.mark.parametrize("alpha", [0.3, -1.7, 2.5e-3])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("call", ALPHA_CALLS)
+def test_alpha_is_read_in_float_as_cudas_add_and_sub_read_it(call, dtype, alpha):
+    g = torch.Generator().manual_seed(2)
+    a, b = ((torch.randn(4096, generator=g) * 3).to(dtype) for _ in range(2))
+    fn = ALPHA_CALLS[call]
+    result = fn(a.to("openreg"), b.to("openreg"), alpha)
+    expected = _cuda_alpha(a, b, alpha)
+    assert result.dtype == expected.dtype
+    assert torch.equal(result.cpu(), expected)
+    assert not torch.equal(fn(a, b, alpha), expected)  # the CPU's kernel rounds alpha: the case differs there
+
+
+def test_an_operand_of_another_dtype_is_read_as_the_results_dtype_with_alpha_in_float():
+    a = torch.ones(64, dtype=torch.bfloat16)
+    ints = torch.arange(64) * 1001  # not all of them are bfloat16 values
+    assert torch.equal(torch.add(a.to("openreg"), ints.to("openreg"), alpha=0.3).cpu(), _cuda_alpha(a, ints, 0.3))
+
+
+def test_alpha_times_a_large_float16_does_not_overflow_before_the_addition_as_on_cuda():
+    # PyTorch's test_binary_ufuncs.py::test_addsub_half_tensor, which expects CUDA's finite results.
+    x = torch.tensor([60000.0], dtype=torch.half, device="openreg")
+    for op, y, alpha, expected in [(torch.add, torch.tensor([-60000.0], dtype=torch.half), 2, -60000.0),
+                                   (torch.sub, torch.tensor([60000.0], dtype=torch.half), 2, -60000.0),
+                                   (torch.add, -70000.0, 1, -10000.0), (torch.sub, 70000.0, 1, -10000.0)]:
+        device_y = y.to("openreg") if isinstance(y, torch.Tensor) else y
+        assert op(x, device_y, alpha=alpha).item() == expected
+        assert op(x.cpu(), y, alpha=alpha).isinf().all()  # the CPU's kernel overflows
+
+
 ERRORS = {
     "out of an integer dtype": lambda x: torch.add(x, 1.7, out=torch.empty(x.shape, dtype=torch.int32,
                                                                            device=x.device)),
     "written elements overlap": lambda x: x.expand(2, *x.shape).add_(1.7),
     "complex alpha": lambda x: torch.sub(x, 1.7, alpha=1j),
+    "in place into an integer tensor": lambda x: torch.zeros(x.shape, dtype=torch.int64, device=x.device).add_(
+        x, alpha=0.5),
 }
 
 

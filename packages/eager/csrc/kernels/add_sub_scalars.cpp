@@ -1,15 +1,19 @@
-// CUDA's add and sub read a CPU scalar (a Python number, a 0-dim CPU tensor)
-// at the precision they compute in, float for float16 and bfloat16 tensors;
-// the CPU's kernel first rounds it to the tensor's dtype (a bfloat16 x + 1.7
-// adds 1.703125). Inductor compiles each device's way, so openreg's compiled
-// code (CUDA's way) and eager code (the CPU's kernel) disagreed. openreg
-// computes such a call in float32 and rounds once, as CUDA's kernel does;
-// every other call is the CPU's kernel, as a hot op's.
+// CUDA's add and sub compute a float16 or bfloat16 result in float from
+// operands read as the result's dtype, and round once: a CPU scalar (a Python
+// number, a 0-dim CPU tensor) and alpha are read in float. The CPU's kernel
+// rounds them to the result's dtype first (a bfloat16 x + 1.7 adds 1.703125,
+// x.add(y, alpha=0.3) multiplies by 0.30078125) and rounds alpha * y before
+// adding it (60000 - 2 * 60000 overflows in float16). Inductor compiles CUDA's
+// way, so openreg's compiled and eager code disagreed. openreg computes such a
+// call in float32 and rounds once, as CUDA's kernel does; every other call is
+// the CPU's kernel, as a hot op's.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <torch/library.h>
+
+#include <optional>
 
 #include "../generic/hot_ops.h"
 
@@ -18,42 +22,63 @@ namespace {
 
 bool cpu_scalar(const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; }
 
+bool half_precision(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
 // Whether CUDA's kernel reads one argument, a CPU scalar, wider than the result's float16 or bfloat16.
 bool reads_scalar_wide(const at::Tensor& self, const at::Tensor& other) {
   const bool self_is_scalar = cpu_scalar(self);
   if (self_is_scalar == cpu_scalar(other)) return false;
   // Only a half-precision device tensor gives such a result: return before type promotion on every other call.
   const at::ScalarType tensor = (self_is_scalar ? other : self).scalar_type();
-  if (tensor != at::kHalf && tensor != at::kBFloat16) return false;
+  if (!half_precision(tensor)) return false;
   return (self_is_scalar ? self : other).scalar_type() != tensor && at::result_type(self, other) == tensor;
 }
 
-at::Tensor widened(const at::Tensor& t) { return cpu_scalar(t) ? t : t.to(at::kFloat); }
+// The float16 or bfloat16 dtype of a call that CUDA's kernel computes from something the CPU's rounds to that dtype
+// first; none for every other call.
+std::optional<at::ScalarType> wide_result(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (reads_scalar_wide(self, other)) return at::result_type(self, other);
+  // Only a half-precision operand gives such a result: return before type promotion on every other call.
+  if (alpha.isBoolean() || alpha.isComplex() || alpha.equal(1)) return std::nullopt;
+  if (!half_precision(self.scalar_type()) && !half_precision(other.scalar_type())) return std::nullopt;
+  const at::ScalarType result = at::result_type(self, other);
+  return half_precision(result) ? std::optional(result) : std::nullopt;
+}
+
+// An operand as CUDA's kernel reads it: a device tensor as the result's dtype, in float.
+at::Tensor widened(const at::Tensor& t, at::ScalarType result) {
+  return cpu_scalar(t) ? t : t.to(result).to(at::kFloat);
+}
 
 template <class Op>
 at::Tensor functional(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (!reads_scalar_wide(self, other)) return run_hot<Op>(self, other, alpha);
-  return run_hot<Op>(widened(self), widened(other), alpha).to(at::result_type(self, other));
+  const auto result = wide_result(self, other, alpha);
+  if (!result) return run_hot<Op>(self, other, alpha);
+  return run_hot<Op>(widened(self, *result), widened(other, *result), alpha).to(*result);
 }
 
 // CUDA's kernel rounds to the result's dtype before it writes `out`, of whatever dtype; the out= op writes a
 // float32 result into `out` of that dtype once, with its own checks of `out`.
 template <class Op, class OutOp>
 at::Tensor& out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
-  if (!reads_scalar_wide(self, other)) return run_hot<OutOp>(self, other, alpha, out);
-  const at::ScalarType result = at::result_type(self, other);
-  if (out.scalar_type() == result) return run_hot<OutOp>(widened(self), widened(other), alpha, out);
-  TORCH_CHECK(at::canCast(result, out.scalar_type()), "result type ", result,
+  const auto result = wide_result(self, other, alpha);
+  if (!result) return run_hot<OutOp>(self, other, alpha, out);
+  if (out.scalar_type() == *result) {
+    return run_hot<OutOp>(widened(self, *result), widened(other, *result), alpha, out);
+  }
+  TORCH_CHECK(at::canCast(*result, out.scalar_type()), "result type ", *result,
               " can't be cast to the desired output type ", out.scalar_type());
   const at::Tensor rounded = functional<Op>(self, other, alpha);
   at::native::resize_output(out, rounded.sizes());
   return out.copy_(rounded);
 }
 
+// Into `self` of the result's dtype only: the CPU's kernel refuses any other result with its own error.
 template <class InplaceOp, class OutOp>
 at::Tensor& inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (cpu_scalar(self) || !reads_scalar_wide(self, other)) return run_hot<InplaceOp>(self, other, alpha);
-  return run_hot<OutOp>(widened(self), other, alpha, self);
+  const auto result = cpu_scalar(self) ? std::nullopt : wide_result(self, other, alpha);
+  if (result != self.scalar_type()) return run_hot<InplaceOp>(self, other, alpha);
+  return run_hot<OutOp>(widened(self, *result), widened(other, *result), alpha, self);
 }
 
 }  // namespace
