@@ -112,6 +112,26 @@ def test_batch_norm_in_eval_mode_saves_the_running_statistics(op, dtype, param_d
     assert_close(save_invstd, (running_var.double() + 1e-5).rsqrt().to(stats_dtype))
 
 
+_EVAL_BATCH_NORM_OUTS = {
+    "native_batch_norm.out": torch.ops.aten.native_batch_norm.out,
+    "_native_batch_norm_legit.out": torch.ops.aten._native_batch_norm_legit.out,
+}
+
+
+@pytest.mark.parametrize("op", sorted(_EVAL_BATCH_NORM_OUTS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("given", [0, 2], ids=["empty statistics", "statistics of their size"])
+def test_batch_norm_in_eval_mode_writes_the_running_statistics_into_its_out_tensors(op, dtype, given):
+    """As CUDA's out= kernel does, and as the functional form returns them (PyTorch's test_ops.py::test_out); the
+    CPU's leaves them as given."""
+    args = [t.to("openreg") for t in _batch_norm_args(dtype, dtype)]
+    outs = [torch.empty(0, dtype=dtype, device="openreg")]
+    outs += [torch.full((given,), float("nan"), dtype=dtype, device="openreg") for _ in range(2)]
+    _EVAL_BATCH_NORM_OUTS[op](*args, False, 0.1, 1e-5, out=outs[0], save_mean=outs[1], save_invstd=outs[2])
+    for written, expected in zip(outs, _eval_batch_norms()["native_batch_norm"](*args), strict=True):
+        assert_close(written.cpu(), expected.cpu(), rtol=0, atol=0)
+
+
 def _training_batch_norms():
     legit = torch.ops.aten._native_batch_norm_legit
     with_update = torch.ops.aten._batch_norm_with_update.default

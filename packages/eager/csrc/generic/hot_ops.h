@@ -49,6 +49,11 @@ struct Lent {
   }
 };
 
+template <class T>
+struct IsTensorRefs : std::false_type {};
+template <class... T>
+struct IsTensorRefs<std::tuple<T...>> : std::bool_constant<(std::is_same_v<T, at::Tensor&> && ...)> {};
+
 template <class Op, class Sig = typename Op::schema>
 struct Hot;
 
@@ -67,6 +72,9 @@ struct Hot<Op, R(A...)> {
     } else if constexpr (std::is_same_v<R, at::Tensor&>) {
       std::array<at::Tensor*, sizeof...(A)> refs{tensor_ref(a)...};
       return *refs.at(op_info(op()).result_alias.at(0));
+    } else if constexpr (IsTensorRefs<R>::value) {  // an out= op's several results: its out= arguments
+      std::array<at::Tensor*, sizeof...(A)> refs{tensor_ref(a)...};
+      return to_refs<R>(refs, std::make_index_sequence<std::tuple_size_v<R>>());
     } else if constexpr (std::is_same_v<R, at::Tensor>) {
       return std::move(results[0]).toTensor();
     } else {
@@ -86,6 +94,12 @@ struct Hot<Op, R(A...)> {
   template <class Tuple, size_t... I>
   static Tuple to_tuple(Results& results, std::index_sequence<I...>) {
     return Tuple(std::move(results[I]).toTensor()...);
+  }
+
+  template <class Tuple, size_t... I>
+  static Tuple to_refs(const std::array<at::Tensor*, sizeof...(A)>& refs, std::index_sequence<I...>) {
+    const auto& alias = op_info(op()).result_alias;
+    return Tuple(*refs.at(alias.at(I))...);
   }
 };
 

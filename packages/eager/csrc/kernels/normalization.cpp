@@ -12,6 +12,7 @@
 // kernels want statistics of the input's dtype, read float32 ones.
 #include <ATen/ATen.h>
 #include <ATen/AccumulateType.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/batch_norm_backward_ops.h>
@@ -81,14 +82,39 @@ auto widened_batch_norm(const Run& run, const Tensor& input, const OptTensor& we
   return result;
 }
 
+bool saves_running_stats(bool training, const Tensor& running_mean, const Tensor& running_var) {
+  return !training && running_mean.defined() && running_var.defined();
+}
+
+// What CUDA saves in eval mode: the running mean and 1/sqrt(running_var + eps), in the accumulate type.
+std::pair<Tensor, Tensor> saved_running_stats(const Tensor& input, const Tensor& running_mean,
+                                              const Tensor& running_var, double eps) {
+  const auto acc = at::toAccumulateType(input.scalar_type(), c10::DeviceType::CUDA);
+  return {running_mean.to(acc, /*non_blocking=*/false, /*copy=*/true), running_var.to(acc).add(eps).rsqrt()};
+}
+
 // In eval mode the CPU kernel has computed the output (on the host: its empty
 // statistics differ from the meta kernel's); the statistics are CUDA's.
 Three with_saved_running_stats(Three result, const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                                bool training, double eps) {
-  if (training || !running_mean.defined() || !running_var.defined()) return result;
-  const auto acc = at::toAccumulateType(input.scalar_type(), c10::DeviceType::CUDA);
-  return {std::move(std::get<0>(result)), running_mean.to(acc, /*non_blocking=*/false, /*copy=*/true),
-          running_var.to(acc).add(eps).rsqrt()};
+  if (!saves_running_stats(training, running_mean, running_var)) return result;
+  auto [mean, invstd] = saved_running_stats(input, running_mean, running_var, eps);
+  return {std::move(std::get<0>(result)), std::move(mean), std::move(invstd)};
+}
+
+// The out= forms: the CPU kernel checks the out= tensors and writes the output; CUDA's writes eval mode's
+// statistics into them as well, as the functional form returns them.
+using ThreeOut = std::tuple<Tensor&, Tensor&, Tensor&>;
+
+ThreeOut with_saved_running_stats(ThreeOut result, const Tensor& input, const Tensor& running_mean,
+                                  const Tensor& running_var, bool training, double eps) {
+  if (!saves_running_stats(training, running_mean, running_var)) return result;
+  auto [mean, invstd] = saved_running_stats(input, running_mean, running_var, eps);
+  for (auto [out, saved] : {std::pair{&std::get<1>(result), &mean}, std::pair{&std::get<2>(result), &invstd}}) {
+    at::native::resize_output(*out, saved->sizes());
+    out->copy_(*saved);
+  }
+  return result;
 }
 
 OptTensor optional(const Tensor& t) { return t.defined() ? OptTensor(t) : std::nullopt; }
@@ -110,6 +136,24 @@ Three batch_norm_legit(const Tensor& input, const OptTensor& weight, const OptTe
   };
   return with_saved_running_stats(widened_batch_norm(run, input, weight, bias, running_mean, running_var, training),
                                   input, running_mean, running_var, training, eps);
+}
+
+ThreeOut batch_norm_out(const Tensor& input, const OptTensor& weight, const OptTensor& bias,
+                        const OptTensor& running_mean, const OptTensor& running_var, bool training, double momentum,
+                        double eps, Tensor& out, Tensor& save_mean, Tensor& save_invstd) {
+  return with_saved_running_stats(
+      run_hot<at::_ops::native_batch_norm_out>(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                                               out, save_mean, save_invstd),
+      input, running_mean.value_or(Tensor()), running_var.value_or(Tensor()), training, eps);
+}
+
+ThreeOut batch_norm_legit_out(const Tensor& input, const OptTensor& weight, const OptTensor& bias, Tensor& running_mean,
+                              Tensor& running_var, bool training, double momentum, double eps, Tensor& out,
+                              Tensor& save_mean, Tensor& save_invstd) {
+  return with_saved_running_stats(
+      run_hot<at::_ops::_native_batch_norm_legit_out>(input, weight, bias, running_mean, running_var, training,
+                                                      momentum, eps, out, save_mean, save_invstd),
+      input, running_mean, running_var, training, eps);
 }
 
 Three batch_norm_legit_no_stats(const Tensor& input, const OptTensor& weight, const OptTensor& bias, bool training,
@@ -178,7 +222,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm", &layer_norm);
   m.impl("native_layer_norm_backward", &layer_norm_backward);
   m.impl("native_batch_norm", &batch_norm);
+  m.impl("native_batch_norm.out", &batch_norm_out);
   m.impl("_native_batch_norm_legit", &batch_norm_legit);
+  m.impl("_native_batch_norm_legit.out", &batch_norm_legit_out);
   m.impl("_native_batch_norm_legit.no_stats", &batch_norm_legit_no_stats);
   m.impl("_batch_norm_with_update", &batch_norm_with_update);
   m.impl("_batch_norm_no_update", &batch_norm_no_update);
