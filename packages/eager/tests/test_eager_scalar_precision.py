@@ -131,6 +131,68 @@ def test_alpha_times_a_large_float16_does_not_overflow_before_the_addition_as_on
         assert op(x.cpu(), y, alpha=alpha).isinf().all()  # the CPU's kernel overflows
 
 
+def _lists(dtype):
+    g = torch.Generator().manual_seed(3)
+    return [[(torch.randn(n, generator=g) * 3).to(dtype) for n in (300, 77)] for _ in range(2)]
+
+
+def _in_place(foreach):
+    def call(a, *args, **kwargs):
+        a = [t.clone() for t in a]
+        foreach(a, *args, **kwargs)
+        return a
+
+    return call
+
+
+FOREACH_CALLS = {
+    "_foreach_add, alpha": (lambda a, b: torch._foreach_add(a, b, alpha=0.3),
+                            lambda a, b: [_cuda_alpha(x, y, 0.3) for x, y in zip(a, b, strict=True)]),
+    "_foreach_sub_, alpha": (lambda a, b: _in_place(torch._foreach_sub_)(a, b, alpha=1.7),
+                             lambda a, b: [_cuda_alpha(x, y, -1.7) for x, y in zip(a, b, strict=True)]),
+    "_foreach_add_, scalar": (lambda a, b: _in_place(torch._foreach_add_)(a, 1.7),
+                              lambda a, b: [_cuda_add(x, 1.7, 1) for x in a]),
+    "_foreach_sub, scalar": (lambda a, b: torch._foreach_sub(a, 1.7), lambda a, b: [_cuda_add(x, 1.7, -1) for x in a]),
+    "_foreach_add, scalar list": (lambda a, b: torch._foreach_add(a, [1.7, -0.3]),
+                                  lambda a, b: [_cuda_add(x, s, 1) for x, s in zip(a, [1.7, -0.3], strict=True)]),
+    "_foreach_sub_, scalar list": (lambda a, b: _in_place(torch._foreach_sub_)(a, [1.7, -0.3]),
+                                   lambda a, b: [_cuda_add(x, s, -1) for x, s in zip(a, [1.7, -0.3], strict=True)]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("call", FOREACH_CALLS)
+def test_foreach_add_and_sub_read_alpha_and_scalars_in_float_as_cudas(call, dtype):
+    fn, cuda = FOREACH_CALLS[call]
+    a, b = _lists(dtype)
+    result = fn([t.to("openreg") for t in a], [t.to("openreg") for t in b])
+    expected = cuda(a, b)
+    assert [t.device.type for t in result] == ["openreg"] * 2
+    assert all(torch.equal(r.cpu(), e) for r, e in zip(result, expected, strict=True))
+    assert not all(torch.equal(r, e) for r, e in zip(fn(a, b), expected, strict=True))  # the CPU rounds them
+
+
+@pytest.mark.parametrize("call", FOREACH_CALLS)
+def test_foreach_add_and_sub_of_other_dtypes_are_the_cpus(call):
+    fn, _ = FOREACH_CALLS[call]
+    a, b = _lists(torch.float32)
+    for r, e in zip(fn([t.to("openreg") for t in a], [t.to("openreg") for t in b]), fn(a, b), strict=True):
+        assert_close(r.cpu(), e, rtol=0, atol=0)
+
+
+def test_a_foreach_sgd_step_on_bfloat16_parameters_moves_them_by_lr_read_in_float():
+    g = torch.Generator().manual_seed(4)
+    param, grad = (torch.randn(512, generator=g).to(torch.bfloat16) for _ in range(2))
+    stepped = {}
+    for device in ("cpu", "openreg"):
+        p = torch.nn.Parameter(param.to(device))
+        p.grad = grad.to(device)
+        torch.optim.SGD([p], lr=0.01, foreach=True).step()
+        stepped[device] = p.detach().cpu()
+    assert torch.equal(stepped["openreg"], _cuda_alpha(param, grad, -0.01))
+    assert not torch.equal(stepped["cpu"], stepped["openreg"])  # the CPU steps by lr rounded to bfloat16
+
+
 ERRORS = {
     "out of an integer dtype": lambda x: torch.add(x, 1.7, out=torch.empty(x.shape, dtype=torch.int32,
                                                                            device=x.device)),
@@ -138,6 +200,8 @@ ERRORS = {
     "complex alpha": lambda x: torch.sub(x, 1.7, alpha=1j),
     "in place into an integer tensor": lambda x: torch.zeros(x.shape, dtype=torch.int64, device=x.device).add_(
         x, alpha=0.5),
+    "foreach lists of two lengths": lambda x: torch._foreach_add([x, x], [x], alpha=0.5),
+    "foreach scalars of another length": lambda x: torch._foreach_sub_([x], [1.7, 2.0]),
 }
 
 

@@ -2,7 +2,6 @@
 #include "hot_ops.h"
 
 #include <ATen/core/IListRef.h>
-#include <ATen/ops/_foreach_add_ops.h>
 #include <ATen/ops/_foreach_mul_ops.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
@@ -60,14 +59,14 @@ void register_all(torch::Library& lib) {
 }  // namespace
 
 void register_hot_ops(torch::Library& lib) {
-  // (add and sub: kernels/add_sub_scalars.cpp)
+  // (add and sub: kernels/add_sub_scalars.cpp; foreach add and sub: kernels/foreach_add_sub.cpp)
   register_all<at::_ops::mul_Tensor, at::_ops::mul__Tensor, at::_ops::mul_Scalar, at::_ops::div_Tensor,
                at::_ops::div__Tensor, at::_ops::div_Scalar, at::_ops::relu, at::_ops::relu_,
                at::_ops::threshold_backward, at::_ops::sigmoid, at::_ops::sigmoid_backward, at::_ops::tanh,
                at::_ops::tanh_backward, at::_ops::gelu, at::_ops::gelu_backward, at::_ops::where_self, at::_ops::mm,
                at::_ops::addmm, at::_ops::bmm, at::_ops::sum_dim_IntList, at::_ops::mean_dim,
                at::_ops::nll_loss_forward, at::_ops::nll_loss_backward, at::_ops::addcmul_, at::_ops::addcdiv_,
-               at::_ops::lerp__Scalar, at::_ops::_foreach_add__List, at::_ops::_foreach_mul__Scalar,
+               at::_ops::lerp__Scalar, at::_ops::_foreach_mul__Scalar,
                // what a Python loop or condition on device values issues before each read
                at::_ops::eq_Scalar, at::_ops::ne_Scalar, at::_ops::ge_Scalar, at::_ops::gt_Scalar, at::_ops::le_Scalar,
                at::_ops::lt_Scalar, at::_ops::eq_Tensor, at::_ops::ne_Tensor, at::_ops::ge_Tensor, at::_ops::gt_Tensor,

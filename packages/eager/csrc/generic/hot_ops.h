@@ -77,6 +77,8 @@ struct Hot<Op, R(A...)> {
       return to_refs<R>(refs, std::make_index_sequence<std::tuple_size_v<R>>());
     } else if constexpr (std::is_same_v<R, at::Tensor>) {
       return std::move(results[0]).toTensor();
+    } else if constexpr (std::is_same_v<R, std::vector<at::Tensor>>) {
+      return std::move(results[0]).toTensorVector();
     } else {
       return to_tuple<R>(results, std::make_index_sequence<std::tuple_size_v<R>>());
     }

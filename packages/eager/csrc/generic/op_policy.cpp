@@ -27,6 +27,9 @@ constexpr std::string_view kEvalBatchNormStats =
     "channel; openreg's own kernel fills them as CUDA does (kernels/normalization.cpp)";
 constexpr std::string_view kCudaStats =
     "it saves the statistics CUDA saves, which the meta kernel assumes (kernels/normalization.cpp)";
+constexpr std::string_view kForeachHalfScalars =
+    "CUDA reads alpha and scalars in float for float16/bfloat16 lists, as its add and sub do "
+    "(kernels/foreach_add_sub.cpp)";
 constexpr std::string_view kIntegerHistc =
     "CUDA bins integer inputs, which the CPU's kernel refuses (kernels/histc.cpp)";
 constexpr std::string_view kHalfToFloat =
@@ -106,6 +109,18 @@ constexpr OpPolicy kTable[] = {
      "its composite kernel computes float16 and bfloat16 in their own precision; the CPU and CUDA kernels in float"},
     {"aten::new_empty_strided", P::kKeepWrapper,
      "its wrapper only allocates, with any strides (overlapping ones too), as it should"},
+    {"aten::_foreach_add.List", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_add_.List", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_add.Scalar", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_add_.Scalar", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_add.ScalarList", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_add_.ScalarList", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_sub.List", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_sub_.List", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_sub.Scalar", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_sub_.Scalar", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_sub.ScalarList", P::kOwnKernel, kForeachHalfScalars},
+    {"aten::_foreach_sub_.ScalarList", P::kOwnKernel, kForeachHalfScalars},
     {"aten::native_dropout", P::kOwnKernel, "its mask comes from openreg's generator (kernels/dropout.cpp)"},
     {"aten::_thnn_fused_lstm_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_lstm_cell_backward_impl", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
@@ -203,7 +218,6 @@ constexpr OpPolicy kTable[] = {
     {"aten::addcmul_", P::kHot, kHotReason},
     {"aten::addcdiv_", P::kHot, kHotReason},
     {"aten::lerp_.Scalar", P::kHot, kHotReason},
-    {"aten::_foreach_add_.List", P::kHot, kHotReason},
     {"aten::_foreach_mul_.Scalar", P::kHot, kHotReason},
     {"aten::mm.out", P::kHot, "torch.compile's wrappers call it for every matmul"},
     {"aten::addmm.out", P::kHot, "torch.compile's wrappers call it for every matmul"},

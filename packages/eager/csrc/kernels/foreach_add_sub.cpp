@@ -1,0 +1,124 @@
+// CUDA's foreach add and sub read alpha and their scalars in float for a
+// float16 or bfloat16 list, as its add and sub do (add_sub_scalars.cpp); the
+// CPU's foreach kernels run the CPU's add per tensor, which rounds them to the
+// list's dtype first (foreach SGD's _foreach_add_(params, grads, alpha=-lr)
+// stepped bfloat16 parameters by lr rounded to bfloat16). openreg runs such a
+// call as openreg's add or sub per tensor; every other call is the CPU's
+// foreach kernel, as a hot op's.
+#include <ATen/ATen.h>
+#include <ATen/native/ForeachUtils.h>
+#include <ATen/ops/_foreach_add_ops.h>
+#include <ATen/ops/_foreach_sub_ops.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../generic/hot_ops.h"
+
+namespace openreg::eager {
+namespace {
+
+using at::Tensor;
+using at::TensorList;
+
+struct Add {
+  using List = at::_ops::_foreach_add_List;
+  using List_ = at::_ops::_foreach_add__List;
+  using Scalar = at::_ops::_foreach_add_Scalar;
+  using Scalar_ = at::_ops::_foreach_add__Scalar;
+  using Scalars = at::_ops::_foreach_add_ScalarList;
+  using Scalars_ = at::_ops::_foreach_add__ScalarList;
+  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { return at::add(a, b, alpha); }
+  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { a.add_(b, alpha); }
+  static Tensor one(const Tensor& a, const at::Scalar& s) { return at::add(a, s); }
+  static void one_(const Tensor& a, const at::Scalar& s) { a.add_(s); }
+};
+
+struct Sub {
+  using List = at::_ops::_foreach_sub_List;
+  using List_ = at::_ops::_foreach_sub__List;
+  using Scalar = at::_ops::_foreach_sub_Scalar;
+  using Scalar_ = at::_ops::_foreach_sub__Scalar;
+  using Scalars = at::_ops::_foreach_sub_ScalarList;
+  using Scalars_ = at::_ops::_foreach_sub__ScalarList;
+  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { return at::sub(a, b, alpha); }
+  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { a.sub_(b, alpha); }
+  static Tensor one(const Tensor& a, const at::Scalar& s) { return at::sub(a, s); }
+  static void one_(const Tensor& a, const at::Scalar& s) { a.sub_(s); }
+};
+
+bool any_half_precision(TensorList tensors) {
+  return std::any_of(tensors.begin(), tensors.end(),
+                     [](const Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; });
+}
+
+bool reads_alpha_wide(TensorList self, const at::Scalar& alpha) {
+  return !alpha.isBoolean() && !alpha.isComplex() && !alpha.equal(1) && any_half_precision(self);
+}
+
+template <class Op>
+std::vector<Tensor> list(TensorList self, TensorList other, const at::Scalar& alpha) {
+  if (!reads_alpha_wide(self, alpha)) return run_hot<typename Op::List>(self, other, alpha);
+  at::native::check_foreach_api_restrictions(self, other);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < self.size(); ++i) out.push_back(Op::one(self[i], other[i], alpha));
+  return out;
+}
+
+template <class Op>
+void list_(TensorList self, TensorList other, const at::Scalar& alpha) {
+  if (!reads_alpha_wide(self, alpha)) return run_hot<typename Op::List_>(self, other, alpha);
+  at::native::check_foreach_api_restrictions(self, other);
+  for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], other[i], alpha);
+}
+
+template <class Op>
+std::vector<Tensor> scalar(TensorList self, const at::Scalar& s) {
+  if (!any_half_precision(self)) return run_hot<typename Op::Scalar>(self, s);
+  std::vector<Tensor> out;
+  for (const Tensor& t : self) out.push_back(Op::one(t, s));
+  return out;
+}
+
+template <class Op>
+void scalar_(TensorList self, const at::Scalar& s) {
+  if (!any_half_precision(self)) return run_hot<typename Op::Scalar_>(self, s);
+  for (const Tensor& t : self) Op::one_(t, s);
+}
+
+template <class Op>
+std::vector<Tensor> scalars(TensorList self, at::ArrayRef<at::Scalar> s) {
+  if (!any_half_precision(self)) return run_hot<typename Op::Scalars>(self, s);
+  at::native::check_foreach_api_restrictions(self, s);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < self.size(); ++i) out.push_back(Op::one(self[i], s[i]));
+  return out;
+}
+
+template <class Op>
+void scalars_(TensorList self, at::ArrayRef<at::Scalar> s) {
+  if (!any_half_precision(self)) return run_hot<typename Op::Scalars_>(self, s);
+  at::native::check_foreach_api_restrictions(self, s);
+  for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], s[i]);
+}
+
+template <class Op>
+void register_forms(torch::Library& m, const char* name) {
+  const std::string n = name;
+  m.impl((n + ".List").c_str(), TORCH_FN(list<Op>));
+  m.impl((n + "_.List").c_str(), TORCH_FN(list_<Op>));
+  m.impl((n + ".Scalar").c_str(), TORCH_FN(scalar<Op>));
+  m.impl((n + "_.Scalar").c_str(), TORCH_FN(scalar_<Op>));
+  m.impl((n + ".ScalarList").c_str(), TORCH_FN(scalars<Op>));
+  m.impl((n + "_.ScalarList").c_str(), TORCH_FN(scalars_<Op>));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  register_forms<Add>(m, "_foreach_add");
+  register_forms<Sub>(m, "_foreach_sub");
+}
+
+}  // namespace openreg::eager
