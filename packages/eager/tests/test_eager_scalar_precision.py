@@ -180,6 +180,16 @@ def test_foreach_add_and_sub_of_other_dtypes_are_the_cpus(call):
         assert_close(r.cpu(), e, rtol=0, atol=0)
 
 
+def test_foreach_add_in_place_of_unlike_lists_reads_alpha_in_float_too():
+    # Not one kernel's work (openreg runs an optimizer's lists as one): other broadcast, dtypes mixed.
+    g = torch.Generator().manual_seed(5)
+    a = [(torch.randn(3, 40, generator=g) * 3).to(dt) for dt in (torch.bfloat16, torch.float16)]
+    b = [(torch.randn(40, generator=g) * 3).to(torch.bfloat16) for _ in range(2)]
+    result = _in_place(torch._foreach_add_)([t.to("openreg") for t in a], [t.to("openreg") for t in b], alpha=0.3)
+    for r, x, y in zip(result, a, b, strict=True):
+        assert torch.equal(r.cpu(), _cuda_alpha(x, y.to(x.dtype).expand_as(x), 0.3).to(x.dtype))
+
+
 def test_a_foreach_sgd_step_on_bfloat16_parameters_moves_them_by_lr_read_in_float():
     g = torch.Generator().manual_seed(4)
     param, grad = (torch.randn(512, generator=g).to(torch.bfloat16) for _ in range(2))

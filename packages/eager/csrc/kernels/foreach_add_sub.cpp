@@ -3,8 +3,10 @@
 // CPU's foreach kernels run the CPU's add per tensor, which rounds them to the
 // list's dtype first (foreach SGD's _foreach_add_(params, grads, alpha=-lr)
 // stepped bfloat16 parameters by lr rounded to bfloat16). openreg runs such a
-// call as openreg's add or sub per tensor; every other call is the CPU's
-// foreach kernel, as a hot op's.
+// call as openreg's add or sub per tensor, or, in place on lists of one such
+// dtype and device (an optimizer's step), as one kernel that computes each
+// tensor in float32; every other call is the CPU's foreach kernel, as a hot
+// op's.
 #include <ATen/ATen.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/ops/_foreach_add_ops.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "../generic/hot_ops.h"
+#include "openreg/glue/launch.h"
 
 namespace openreg::eager {
 namespace {
@@ -23,6 +26,7 @@ using at::Tensor;
 using at::TensorList;
 
 struct Add {
+  static constexpr const char* kName = "aten::_foreach_add_";
   using List = at::_ops::_foreach_add_List;
   using List_ = at::_ops::_foreach_add__List;
   using Scalar = at::_ops::_foreach_add_Scalar;
@@ -36,6 +40,7 @@ struct Add {
 };
 
 struct Sub {
+  static constexpr const char* kName = "aten::_foreach_sub_";
   using List = at::_ops::_foreach_sub_List;
   using List_ = at::_ops::_foreach_sub__List;
   using Scalar = at::_ops::_foreach_sub_Scalar;
@@ -57,6 +62,37 @@ bool reads_alpha_wide(TensorList self, const at::Scalar& alpha) {
   return !alpha.isBoolean() && !alpha.isComplex() && !alpha.equal(1) && any_half_precision(self);
 }
 
+// Whether one kernel can serve an in-place call: every tensor of `self`'s first one's dtype and device, and each
+// of `others` (a list of tensors or of nothing) of its `self` tensor's shape.
+bool in_one_kernel(TensorList self, TensorList others) {
+  const Tensor& first = self.front();
+  auto like = [&first](const Tensor& t, const Tensor& shaped) {
+    return t.scalar_type() == first.scalar_type() && t.device() == first.device() && t.sizes() == shaped.sizes();
+  };
+  for (size_t i = 0; i < self.size(); ++i) {
+    if (!like(self[i], self[i]) || (!others.empty() && !like(others[i], self[i]))) return false;
+  }
+  return true;
+}
+
+// Queues one kernel that runs `each(self[i], others[i] or an undefined tensor, i)` on host tensors over them.
+template <class Each>
+void launch_each(const char* name, TensorList self, TensorList others, Each each) {
+  std::vector<glue::HostView> views;
+  glue::Touches touches;
+  for (TensorList list : {self, others}) {
+    for (const Tensor& t : list) {
+      views.push_back(glue::HostView::of(t));
+      touches.push_back(views.back().data());
+    }
+  }
+  glue::launch(self.front().device().index(), name, std::move(touches),
+               [views = std::move(views), n = self.size(), with_others = !others.empty(), each] {
+                 for (size_t i = 0; i < n; ++i)
+                   each(views[i].tensor(), with_others ? views[n + i].tensor() : Tensor(), i);
+               });
+}
+
 template <class Op>
 std::vector<Tensor> list(TensorList self, TensorList other, const at::Scalar& alpha) {
   if (!reads_alpha_wide(self, alpha)) return run_hot<typename Op::List>(self, other, alpha);
@@ -70,7 +106,13 @@ template <class Op>
 void list_(TensorList self, TensorList other, const at::Scalar& alpha) {
   if (!reads_alpha_wide(self, alpha)) return run_hot<typename Op::List_>(self, other, alpha);
   at::native::check_foreach_api_restrictions(self, other);
-  for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], other[i], alpha);
+  if (!in_one_kernel(self, other)) {
+    for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], other[i], alpha);
+    return;
+  }
+  launch_each(Op::kName, self, other, [alpha](const Tensor& s, const Tensor& o, size_t) {
+    s.copy_(Op::one(s.to(at::kFloat), o.to(at::kFloat), alpha));
+  });
 }
 
 template <class Op>
@@ -84,7 +126,12 @@ std::vector<Tensor> scalar(TensorList self, const at::Scalar& s) {
 template <class Op>
 void scalar_(TensorList self, const at::Scalar& s) {
   if (!any_half_precision(self)) return run_hot<typename Op::Scalar_>(self, s);
-  for (const Tensor& t : self) Op::one_(t, s);
+  if (!in_one_kernel(self, {})) {
+    for (const Tensor& t : self) Op::one_(t, s);
+    return;
+  }
+  launch_each(Op::kName, self, {},
+              [s](const Tensor& t, const Tensor&, size_t) { t.copy_(Op::one(t.to(at::kFloat), s)); });
 }
 
 template <class Op>
@@ -100,7 +147,13 @@ template <class Op>
 void scalars_(TensorList self, at::ArrayRef<at::Scalar> s) {
   if (!any_half_precision(self)) return run_hot<typename Op::Scalars_>(self, s);
   at::native::check_foreach_api_restrictions(self, s);
-  for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], s[i]);
+  if (!in_one_kernel(self, {})) {
+    for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], s[i]);
+    return;
+  }
+  launch_each(Op::kName, self, {}, [scalars = s.vec()](const Tensor& t, const Tensor&, size_t i) {
+    t.copy_(Op::one(t.to(at::kFloat), scalars[i]));
+  });
 }
 
 template <class Op>
