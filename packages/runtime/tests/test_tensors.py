@@ -74,6 +74,32 @@ def test_deterministic_mode_fills_new_memory_as_the_cpu(make, dtype, determinist
     assert_close(got.cpu(), want, equal_nan=True)
 
 
+BITS_DTYPES = [torch.bits8, torch.bits16, torch.bits1x8, torch.bits2x4, torch.bits4x2, torch.float4_e2m1fn_x2]
+
+
+@pytest.mark.parametrize("dtype", BITS_DTYPES, ids=str)
+def test_zero_clears_dtypes_fill_has_no_kernel_for_and_fill_refuses_them_at_the_call(dtype):
+    # PyTorch's test_torch.py::test_zero_dtypes_without_fill_kernel: CUDA's zero_ writes zero bytes over a dense
+    # tensor of any dtype; the CPU's fill_ refuses these when it dispatches, before it looks at the tensor.
+    width = torch.empty(0, dtype=dtype).element_size()
+    raw = torch.arange(1, 1 + 64 * width, dtype=torch.uint8).to("openreg")
+    raw.view(dtype).zero_()
+    assert raw.count_nonzero().item() == 0
+    for numel in (0, 4):
+        with pytest.raises(NotImplementedError) as on_cpu:
+            torch.empty(numel, dtype=dtype).fill_(0)
+        with pytest.raises(NotImplementedError, match=re.escape(str(on_cpu.value))):
+            torch.empty(numel, dtype=dtype, device="openreg").fill_(0)
+
+
+def test_zero_of_a_tensor_with_gaps_or_overlaps_fills_it_as_the_cpu():
+    for make in (lambda d: torch.ones(6, 8, device=d)[:, ::2], lambda d: torch.ones(8, device=d).expand(3, 8),
+                 lambda d: torch.ones(6, 8, device=d).t()):
+        base = make("openreg")
+        base.zero_()
+        assert_close(base.cpu(), make("cpu").zero_(), rtol=0, atol=0)
+
+
 def test_full_float_value():
     assert_close(torch.full((4,), -2.5, device="openreg").cpu(), torch.full((4,), -2.5))
     assert_close(

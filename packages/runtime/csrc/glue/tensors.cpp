@@ -12,6 +12,9 @@
 #include <c10/util/strides.h>
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "openreg/core/device.h"
@@ -75,7 +78,18 @@ at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<at::Scalar
                                    std::nullopt);
 }
 
+// The CPU's fill_ refuses some dtypes (the bits types, float4) when it dispatches, before it looks at the tensor:
+// so does openreg's, at the call, with the CPU's error. Known good dtypes are remembered.
+void check_fill_dtype(at::ScalarType dtype, const at::Scalar& value) {
+  static std::array<std::atomic<bool>, static_cast<size_t>(at::ScalarType::NumOptions)> fills{};
+  auto& known = fills[static_cast<size_t>(dtype)];
+  if (known.load(std::memory_order_relaxed)) return;
+  at::empty({0}, at::TensorOptions().dtype(dtype)).fill_(value);
+  known.store(true, std::memory_order_relaxed);
+}
+
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
+  check_fill_dtype(self.scalar_type(), value);
   if (self.numel() == 0) return self;
   HostView v = HostView::written(self);
   launch(self.device().index(), "fill_", {Touch(v.data(), /*write=*/true)}, [v, value] { v.tensor().fill_(value); });
@@ -95,7 +109,17 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   return self;
 }
 
-at::Tensor& zero(at::Tensor& self) { return fill_scalar(self, 0); }
+// As CUDA's: a tensor whose elements fill a span of memory is zeroed byte by byte, whatever its dtype (the bits
+// types too); any other is filled with 0.
+at::Tensor& zero(at::Tensor& self) {
+  if (self.numel() == 0) return self;
+  if (!self.is_non_overlapping_and_dense()) return fill_scalar(self, 0);
+  HostView v = HostView::written(self);
+  const size_t nbytes = static_cast<size_t>(self.numel()) * self.itemsize();
+  launch(self.device().index(), "zero_", {Touch(v.data(), /*write=*/true)},
+         [v, nbytes] { std::memset(v.tensor().mutable_data_ptr(), 0, nbytes); });
+  return self;
+}
 
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
                          std::optional<c10::MemoryFormat> memory_format) {
