@@ -25,33 +25,30 @@ namespace {
 using at::Tensor;
 using at::TensorList;
 
-struct Add {
-  static constexpr const char* kName = "aten::_foreach_add_";
-  using List = at::_ops::_foreach_add_List;
-  using List_ = at::_ops::_foreach_add__List;
-  using Scalar = at::_ops::_foreach_add_Scalar;
-  using Scalar_ = at::_ops::_foreach_add__Scalar;
-  using Scalars = at::_ops::_foreach_add_ScalarList;
-  using Scalars_ = at::_ops::_foreach_add__ScalarList;
-  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { return at::add(a, b, alpha); }
-  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { a.add_(b, alpha); }
-  static Tensor one(const Tensor& a, const at::Scalar& s) { return at::add(a, s); }
-  static void one_(const Tensor& a, const at::Scalar& s) { a.add_(s); }
+// A foreach add or sub (`kSub`), through its ATen ops' forms; per tensor, CUDA's sub is its add of -alpha (or of
+// -scalar), exactly: negating a float rounds nothing.
+template <bool kSub, class L, class LInPlace, class S, class SInPlace, class SL, class SLInPlace>
+struct Foreach {
+  static constexpr const char* kName = kSub ? "aten::_foreach_sub_" : "aten::_foreach_add_";
+  using List = L;
+  using List_ = LInPlace;
+  using Scalar = S;
+  using Scalar_ = SInPlace;
+  using Scalars = SL;
+  using Scalars_ = SLInPlace;
+  static at::Scalar signed_(const at::Scalar& s) { return kSub ? -s : s; }
+  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { return at::add(a, b, signed_(alpha)); }
+  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { a.add_(b, signed_(alpha)); }
+  static Tensor one(const Tensor& a, const at::Scalar& s) { return at::add(a, signed_(s)); }
+  static void one_(const Tensor& a, const at::Scalar& s) { a.add_(signed_(s)); }
 };
 
-struct Sub {
-  static constexpr const char* kName = "aten::_foreach_sub_";
-  using List = at::_ops::_foreach_sub_List;
-  using List_ = at::_ops::_foreach_sub__List;
-  using Scalar = at::_ops::_foreach_sub_Scalar;
-  using Scalar_ = at::_ops::_foreach_sub__Scalar;
-  using Scalars = at::_ops::_foreach_sub_ScalarList;
-  using Scalars_ = at::_ops::_foreach_sub__ScalarList;
-  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { return at::sub(a, b, alpha); }
-  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { a.sub_(b, alpha); }
-  static Tensor one(const Tensor& a, const at::Scalar& s) { return at::sub(a, s); }
-  static void one_(const Tensor& a, const at::Scalar& s) { a.sub_(s); }
-};
+using Add =
+    Foreach<false, at::_ops::_foreach_add_List, at::_ops::_foreach_add__List, at::_ops::_foreach_add_Scalar,
+            at::_ops::_foreach_add__Scalar, at::_ops::_foreach_add_ScalarList, at::_ops::_foreach_add__ScalarList>;
+using Sub =
+    Foreach<true, at::_ops::_foreach_sub_List, at::_ops::_foreach_sub__List, at::_ops::_foreach_sub_Scalar,
+            at::_ops::_foreach_sub__Scalar, at::_ops::_foreach_sub_ScalarList, at::_ops::_foreach_sub__ScalarList>;
 
 bool any_half_precision(TensorList tensors) {
   return std::any_of(tensors.begin(), tensors.end(),
