@@ -65,7 +65,7 @@ def test_overwriting_an_input_another_stream_still_reads():
     with torch.openreg.stream(side):
         torch.openreg._sleep(30)
         y = x * 3  # reads x on the side stream
-    with pytest.raises(RuntimeError, match=r"'fill_' on openreg:0 stream 0 writes .* 'aten::mul' .* reads"):
+    with pytest.raises(RuntimeError, match=r"'zero_' on openreg:0 stream 0 writes .* 'aten::mul' .* reads"):
         x.zero_()
     torch.openreg.current_stream().wait_stream(side)
     assert_close(y.cpu(), torch.full((64,), 3.0))
