@@ -230,15 +230,16 @@ def test_stream_priorities_are_cudas(two_devices):
 
 
 def test_work_on_streams_of_every_priority_runs_in_their_order():
-    x = torch.arange(1000.0, device="openreg")
-    streams = [torch.openreg.Stream(priority=p) for p in (0, -1, -2, -3)]
-    for s in streams:
+    x = torch.zeros(1000, device="openreg")
+    for value, priority in enumerate((0, -1, -2, -3), start=1):
+        s = torch.openreg.Stream(priority=priority)
         s.wait_stream(torch.openreg.current_stream())
         with torch.openreg.stream(s):
-            x.mul_(2)
+            torch.openreg._sleep(5)  # a later stream's write would overtake this one's, were they not ordered
+            x.fill_(float(value))
         torch.openreg.current_stream().wait_stream(s)
         x.record_stream(s)
-    assert_close(x.cpu(), torch.arange(1000.0) * 16)
+    assert_close(x.cpu(), torch.full((1000,), 4.0))
 
 
 def test_current_stream_is_per_thread():
