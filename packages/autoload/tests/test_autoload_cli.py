@@ -126,7 +126,7 @@ def test_bench_prints_ratios_and_writes_json_and_a_chart(tmp_path: Path):
     data = json.loads(figures.read_text())
     assert data["openreg"] == VERSION and list(data["suites"]) == ["runtime", "eager"]
     _check_figures(data["suites"]["runtime"]["results"], 4)
-    _check_figures(data["suites"]["eager"]["results"], 6)
+    _check_figures(data["suites"]["eager"]["results"], 7)
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
