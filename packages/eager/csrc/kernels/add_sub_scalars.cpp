@@ -37,7 +37,7 @@ bool reads_scalar_wide(const at::Tensor& self, const at::Tensor& other) {
 // The float16 or bfloat16 dtype of a call that CUDA's kernel computes from something the CPU's rounds to that dtype
 // first; none for every other call.
 std::optional<at::ScalarType> wide_result(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
-  if (reads_scalar_wide(self, other)) return at::result_type(self, other);
+  if (reads_scalar_wide(self, other)) return (cpu_scalar(self) ? other : self).scalar_type();  // the result's
   // Only a half-precision operand gives such a result: return before type promotion on every other call.
   if (alpha.isBoolean() || alpha.isComplex() || alpha.equal(1)) return std::nullopt;
   if (!half_precision(self.scalar_type()) && !half_precision(other.scalar_type())) return std::nullopt;
