@@ -118,6 +118,8 @@ def test_an_operand_of_another_dtype_is_read_as_the_results_dtype_with_alpha_in_
     a = torch.ones(64, dtype=torch.bfloat16)
     ints = torch.arange(64) * 1001  # not all of them are bfloat16 values
     assert torch.equal(torch.add(a.to("openreg"), ints.to("openreg"), alpha=0.3).cpu(), _cuda_alpha(a, ints, 0.3))
+    mask = ints % 3 == 0  # a bool operand reads as 0 or 1
+    assert torch.equal(torch.add(a.to("openreg"), mask.to("openreg"), alpha=0.3).cpu(), _cuda_alpha(a, mask, 0.3))
 
 
 def test_alpha_times_a_large_float16_does_not_overflow_before_the_addition_as_on_cuda():
@@ -212,6 +214,20 @@ ERRORS = {
         x, alpha=0.5),
     "foreach lists of two lengths": lambda x: torch._foreach_add([x, x], [x], alpha=0.5),
     "foreach scalars of another length": lambda x: torch._foreach_sub_([x], [1.7, 2.0]),
+    # found by PyTorch's test_foreach.py on openreg: the wide paths' own checks raised later, or others
+    "sub of a bool tensor, alpha": lambda x: torch.sub(x, x > 0, alpha=2),
+    "foreach sub of a bool scalar": lambda x: torch._foreach_sub([x], True),
+    "foreach sub_ of bool scalars": lambda x: torch._foreach_sub_([x, x.clone()], [True, 1]),
+    "foreach sub_ of bool tensors, alpha": lambda x: torch._foreach_sub_([x], [x > 0], alpha=2),
+    "foreach add_ of a complex scalar": lambda x: torch._foreach_add_([x, x.clone()], 1j),
+    "foreach add_ of complex scalars": lambda x: torch._foreach_add_([x, x.clone()], [2, 1j]),
+    "foreach add_ into elements written twice": lambda x: torch._foreach_add_(
+        [x.expand(2, *x.shape)], [torch.ones(2, *x.shape, dtype=x.dtype, device=x.device)], alpha=0.5),
+    "foreach add_ of a scalar into elements written twice": lambda x: torch._foreach_add_([x.expand(2, *x.shape)],
+                                                                                         0.5),
+    "foreach add_ reading what it writes, shifted": lambda x: torch._foreach_add_([x[1:]], [x[:-1]], alpha=0.5),
+    "sub_ reading what it writes, shifted": lambda x: x[1:].sub_(x[:-1], alpha=0.3),
+    "out= partly overlapping the input": lambda x: torch.add(x[:-1], 1.7, out=x[1:]),
 }
 
 
@@ -223,6 +239,7 @@ def test_what_the_cpu_refuses_is_refused_with_its_error(case):
     with pytest.raises(type(on_cpu.value)) as on_openreg:
         ERRORS[case](x.to("openreg"))
     assert str(on_openreg.value) == str(on_cpu.value)
+    torch.openreg.synchronize()  # nothing was left to fail later
 
 
 def test_an_out_of_another_shape_is_resized_with_the_cpus_warning():

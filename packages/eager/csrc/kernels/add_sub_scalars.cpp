@@ -8,6 +8,7 @@
 // call in float32 and rounds once, as CUDA's kernel does; every other call is
 // the CPU's kernel, as a hot op's.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/sub_ops.h>
@@ -45,9 +46,18 @@ std::optional<at::ScalarType> wide_result(const at::Tensor& self, const at::Tens
   return half_precision(result) ? std::optional(result) : std::nullopt;
 }
 
-// An operand as CUDA's kernel reads it: a device tensor as the result's dtype, in float.
+// An operand as CUDA's kernel reads it: a device tensor as the result's dtype, in float. A bool one reads as 0 or 1
+// either way and stays bool, so that sub's check refuses it with the CPU's error.
 at::Tensor widened(const at::Tensor& t, at::ScalarType result) {
-  return cpu_scalar(t) ? t : t.to(result).to(at::kFloat);
+  return cpu_scalar(t) || t.scalar_type() == at::kBool ? t : t.to(result).to(at::kFloat);
+}
+
+// The overlap checks of the CPU's kernel (TensorIterator's), which sees the operands' float copies here.
+void check_overlaps(const at::Tensor& written, const at::Tensor& self, const at::Tensor& other) {
+  at::assert_no_internal_overlap(written);
+  for (const at::Tensor* read : {&self, &other}) {
+    if (!read->is_same(written)) at::assert_no_partial_overlap(written, *read);
+  }
 }
 
 template <class Op>
@@ -63,6 +73,7 @@ template <class Op, class OutOp>
 at::Tensor& out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   const auto result = wide_result(self, other, alpha);
   if (!result) return run_hot<OutOp>(self, other, alpha, out);
+  check_overlaps(out, self, other);
   if (out.scalar_type() == *result) {
     return run_hot<OutOp>(widened(self, *result), widened(other, *result), alpha, out);
   }
@@ -78,6 +89,7 @@ template <class InplaceOp, class OutOp>
 at::Tensor& inplace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   const auto result = cpu_scalar(self) ? std::nullopt : wide_result(self, other, alpha);
   if (result != self.scalar_type()) return run_hot<InplaceOp>(self, other, alpha);
+  check_overlaps(self, self, other);
   return run_hot<OutOp>(widened(self, *result), widened(other, *result), alpha, self);
 }
 

@@ -8,6 +8,7 @@
 // tensor in float32; every other call is the CPU's foreach kernel, as a hot
 // op's.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/ForeachUtils.h>
 #include <ATen/ops/_foreach_add_ops.h>
 #include <ATen/ops/_foreach_sub_ops.h>
@@ -25,8 +26,7 @@ namespace {
 using at::Tensor;
 using at::TensorList;
 
-// A foreach add or sub (`kSub`), through its ATen ops' forms; per tensor, CUDA's sub is its add of -alpha (or of
-// -scalar), exactly: negating a float rounds nothing.
+// A foreach add or sub (`kSub`), through its ATen ops' forms and, per tensor, openreg's add or sub.
 template <bool kSub, class L, class LInPlace, class S, class SInPlace, class SL, class SLInPlace>
 struct Foreach {
   static constexpr const char* kName = kSub ? "aten::_foreach_sub_" : "aten::_foreach_add_";
@@ -36,11 +36,14 @@ struct Foreach {
   using Scalar_ = SInPlace;
   using Scalars = SL;
   using Scalars_ = SLInPlace;
-  static at::Scalar signed_(const at::Scalar& s) { return kSub ? -s : s; }
-  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { return at::add(a, b, signed_(alpha)); }
-  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) { a.add_(b, signed_(alpha)); }
-  static Tensor one(const Tensor& a, const at::Scalar& s) { return at::add(a, signed_(s)); }
-  static void one_(const Tensor& a, const at::Scalar& s) { a.add_(signed_(s)); }
+  static Tensor one(const Tensor& a, const Tensor& b, const at::Scalar& alpha) {
+    return kSub ? at::sub(a, b, alpha) : at::add(a, b, alpha);
+  }
+  static void one_(const Tensor& a, const Tensor& b, const at::Scalar& alpha) {
+    kSub ? a.sub_(b, alpha) : a.add_(b, alpha);
+  }
+  static Tensor one(const Tensor& a, const at::Scalar& s) { return kSub ? at::sub(a, s) : at::add(a, s); }
+  static void one_(const Tensor& a, const at::Scalar& s) { kSub ? a.sub_(s) : a.add_(s); }
 };
 
 using Add =
@@ -59,17 +62,25 @@ bool reads_alpha_wide(TensorList self, const at::Scalar& alpha) {
   return !alpha.isBoolean() && !alpha.isComplex() && !alpha.equal(1) && any_half_precision(self);
 }
 
-// Whether one kernel can serve an in-place call: every tensor of `self`'s first one's dtype and device, and each
-// of `others` (a list of tensors or of nothing) of its `self` tensor's shape.
-bool in_one_kernel(TensorList self, TensorList others) {
+// Whether one kernel can serve an in-place call as the CPU's per-tensor ops would: every tensor of `self`'s first
+// one's dtype and device, each of `others` (a list of tensors or of nothing) of its `self` tensor's shape and
+// not partly overlapping it, no tensor of `self` writing one element twice, and every scalar a real number. Any
+// other call runs openreg's op per tensor, whose checks raise the CPU's error at the call: the kernel's own
+// would raise at a later sync, or drop a complex scalar's imaginary part.
+bool in_one_kernel(TensorList self, TensorList others, at::ArrayRef<at::Scalar> scalars = {}) {
   const Tensor& first = self.front();
   auto like = [&first](const Tensor& t, const Tensor& shaped) {
     return t.scalar_type() == first.scalar_type() && t.device() == first.device() && t.sizes() == shaped.sizes();
   };
   for (size_t i = 0; i < self.size(); ++i) {
-    if (!like(self[i], self[i]) || (!others.empty() && !like(others[i], self[i]))) return false;
+    if (!like(self[i], self[i]) || at::has_internal_overlap(self[i]) == at::MemOverlap::Yes) return false;
+    if (!others.empty() &&
+        (!like(others[i], self[i]) || at::get_overlap_status(self[i], others[i]) == at::MemOverlapStatus::Partial)) {
+      return false;
+    }
   }
-  return true;
+  return std::none_of(scalars.begin(), scalars.end(),
+                      [](const at::Scalar& s) { return s.isBoolean() || s.isComplex(); });
 }
 
 // Queues one kernel that runs `each(self[i], others[i] or an undefined tensor, i)` on host tensors over them.
@@ -123,7 +134,7 @@ std::vector<Tensor> scalar(TensorList self, const at::Scalar& s) {
 template <class Op>
 void scalar_(TensorList self, const at::Scalar& s) {
   if (!any_half_precision(self)) return run_hot<typename Op::Scalar_>(self, s);
-  if (!in_one_kernel(self, {})) {
+  if (!in_one_kernel(self, {}, s)) {
     for (const Tensor& t : self) Op::one_(t, s);
     return;
   }
@@ -144,7 +155,7 @@ template <class Op>
 void scalars_(TensorList self, at::ArrayRef<at::Scalar> s) {
   if (!any_half_precision(self)) return run_hot<typename Op::Scalars_>(self, s);
   at::native::check_foreach_api_restrictions(self, s);
-  if (!in_one_kernel(self, {})) {
+  if (!in_one_kernel(self, {}, s)) {
     for (size_t i = 0; i < self.size(); ++i) Op::one_(self[i], s[i]);
     return;
   }
