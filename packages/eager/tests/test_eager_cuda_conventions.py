@@ -275,3 +275,28 @@ def test_max_unpool_refuses_a_non_contiguous_out_as_cuda_does(dims):
     op.out(values, indices, list(size), *extra, out=fresh)
     assert fresh.is_contiguous()
     assert_close(fresh.cpu(), op(values.cpu(), indices.cpu(), list(size), *extra), rtol=0, atol=0)
+
+
+NARROW_COPY_ARGS = {"dimension out of range": (3, 0, 0), "negative length": (0, 0, -1),
+                    "start past the end": (1, 6, 1), "a good call": (1, 1, 3), "from the end": (-1, -4, 2)}
+
+
+@pytest.mark.parametrize("args", NARROW_COPY_ARGS.values(), ids=NARROW_COPY_ARGS.keys())
+def test_narrow_copy_is_cudas_narrow_then_clone(args):
+    # CUDA has no narrow_copy kernel: it runs the composite one, whose errors are narrow's (PyTorch's OpInfo
+    # error_inputs expect them for every device but the CPU, whose own kernel asserts).
+    x = torch.randn(4, 5, 6)
+
+    def outcome(fn):
+        try:
+            return fn().cpu()
+        except Exception as e:  # noqa: BLE001  (any exception: its type and message are compared)
+            return type(e), str(e)
+
+    expected = outcome(lambda: x.narrow(*args).clone())
+    result = outcome(lambda: torch.narrow_copy(x.to("openreg"), *args))
+    if isinstance(expected, torch.Tensor):
+        assert torch.equal(result, expected)
+        assert result.is_contiguous()
+    else:
+        assert result == expected

@@ -109,6 +109,9 @@ constexpr OpPolicy kTable[] = {
      "its composite kernel computes float16 and bfloat16 in their own precision; the CPU and CUDA kernels in float"},
     {"aten::new_empty_strided", P::kKeepWrapper,
      "its wrapper only allocates, with any strides (overlapping ones too), as it should"},
+    {"aten::narrow_copy", P::kKeepWrapper,
+     "CUDA runs its composite kernel (narrow, then clone), which raises narrow's errors (an IndexError for a "
+     "dimension out of range) where the CPU's kernel fails an internal assert"},
     {"aten::_foreach_add.List", P::kOwnKernel, kForeachHalfScalars},
     {"aten::_foreach_add_.List", P::kOwnKernel, kForeachHalfScalars},
     {"aten::_foreach_add.Scalar", P::kOwnKernel, kForeachHalfScalars},

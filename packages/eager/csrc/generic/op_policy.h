@@ -40,8 +40,9 @@ enum class Policy {
   kBypassComposite,
   // A "_overrideable" op with no kernel: the CPU op doing the same work serves it.
   kOverrideable,
-  // Its structured wrapper is what it should be (it only allocates): the generic
-  // kernel is not registered over it.
+  // Its composite kernel is what CUDA runs and should be (a structured wrapper
+  // that only allocates, or CUDA's own way): the generic kernel is not
+  // registered over it.
   kKeepWrapper,
   // A typed kernel (hot_ops.cpp) runs the generic kernel without boxing.
   kHot,
