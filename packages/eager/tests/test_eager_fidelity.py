@@ -755,6 +755,11 @@ CPU_SCALAR_ARGUMENTS = {
     "prelu": (lambda x, s: torch.nn.functional.prelu(x, s.reshape(1)), _wrapper_refuses("weight")),
     "index_fill": (lambda x, s: x.index_fill(1, s.long(), -1.0), ITERATOR_REFUSES),
     "index_fill_": (lambda x, s: x.clone().index_fill_(1, s.long(), torch.tensor(-1.0)), ITERATOR_REFUSES),
+    # CUDA's composite kernel unsqueezes the tolerances before it meets the singular values (PyTorch's
+    # test_linalg.py::test_pinv_errors_and_warnings expects the error)
+    "pinv, atol": (lambda x, s: torch.linalg.pinv(x, atol=s), ITERATOR_REFUSES),
+    "pinv, rtol": (lambda x, s: torch.linalg.pinv(x, rtol=s), ITERATOR_REFUSES),
+    "pinv, rcond": (lambda x, s: torch.linalg.pinv(x, rcond=s), ITERATOR_REFUSES),
     # The first tensor CUDA checks (out= ones come first) sets the device.
     "out=": (lambda x, s: torch.index_select(x, 1, torch.tensor([1], device=x.device), out=s.new_empty(2, 1)),
              _wrapper_refuses("self", on="openreg:0")),

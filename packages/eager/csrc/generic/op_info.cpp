@@ -100,7 +100,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();
   const bool fused_optimizer = has_policy(schema.operator_name(), Policy::kFusedOptimizer);
-  const bool no_cpu_index = has_policy(schema.operator_name(), Policy::kNoCpuIndex);
+  const bool no_cpu_scalar = has_policy(schema.operator_name(), Policy::kNoCpuScalar);
   for (const auto& a : schema.arguments()) {
     const bool written = a.alias_info() && a.alias_info()->isWrite();
     // So is an argument named `cpu_...` (_nested_from_padded's example).
@@ -111,7 +111,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     // CUDA's fused optimizer refuses a CPU grad_scale or found_inf ("grad_scale
     // must be on the same GPU device as the params") or, given a host lr,
     // reads host memory from the device.
-    const bool none = written || (no_cpu_index && a.name() == "index") ||
+    const bool none = written || (no_cpu_scalar && (a.name() == "index" || a.name() == "atol" || a.name() == "rtol")) ||
                       (fused_optimizer && (a.name() == "grad_scale" || a.name() == "found_inf"));
     info.cpu_args.push_back(none ? OpInfo::CpuArg::kNone : any_cpu ? OpInfo::CpuArg::kAny : OpInfo::CpuArg::kScalar);
   }

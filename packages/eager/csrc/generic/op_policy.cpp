@@ -81,8 +81,10 @@ constexpr OpPolicy kTable[] = {
     {"aten::_fused_sgd.*", P::kFusedOptimizer, kFusedOptimizerArgs},
     {"aten::_fused_adagrad_.*", P::kFusedOptimizer, kFusedOptimizerArgs},
     {"aten::_fused_adagrad.*", P::kFusedOptimizer, kFusedOptimizerArgs},
-    {"aten::index_fill.*", P::kNoCpuIndex, kIndexFillIndex},
-    {"aten::index_fill_.*", P::kNoCpuIndex, kIndexFillIndex},
+    {"aten::index_fill.*", P::kNoCpuScalar, kIndexFillIndex},
+    {"aten::index_fill_.*", P::kNoCpuScalar, kIndexFillIndex},
+    {"aten::linalg_pinv.atol_rtol_tensor", P::kNoCpuScalar,
+     "its composite kernel, CUDA's, unsqueezes atol and rtol before it combines them with the singular values"},
     {"aten::histc.*", P::kRangeFromValues,
      "with min == max CUDA reads the range from the values on the host, raising a non-finite one at the call"},
     {"aten::convolution_overrideable", P::kOverrideable, "PyTorch routes convolutions of unknown devices here"},
@@ -275,8 +277,8 @@ const char* policy_name(Policy policy) {
       return "cpu indices";
     case P::kFusedOptimizer:
       return "fused optimizer";
-    case P::kNoCpuIndex:
-      return "no cpu index";
+    case P::kNoCpuScalar:
+      return "no cpu scalar";
     case P::kRangeFromValues:
       return "range from values";
     case P::kBypassComposite:

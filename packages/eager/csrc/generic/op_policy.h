@@ -29,9 +29,9 @@ enum class Policy {
   // CUDA's reads on the host (item()), and refuses a CPU `grad_scale` or
   // `found_inf`, which CUDA's reads on the device.
   kFusedOptimizer,
-  // Refuses a CPU scalar as its `index`: CUDA's kernel reshapes the index to
-  // the input's rank for its TensorIterator, where it is no longer 0-dim.
-  kNoCpuIndex,
+  // Refuses a CPU scalar as its `index`, `atol` or `rtol`: CUDA's kernel
+  // reshapes it before it meets device tensors, where it is no longer 0-dim.
+  kNoCpuScalar,
   // With min == max its range comes from the input's values, which CUDA reads
   // on the host at the call.
   kRangeFromValues,
