@@ -300,3 +300,22 @@ def test_narrow_copy_is_cudas_narrow_then_clone(args):
         assert result.is_contiguous()
     else:
         assert result == expected
+
+
+def test_lstsq_solves_with_gels_alone_as_cuda():
+    # gels is CUDA's only driver and so its default (the CPU's is gelsy); ATen refuses any other on a device that is
+    # not the CPU (PyTorch's test_linalg.py::test_linalg_lstsq_input_checks expects that for every other device).
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 5, 3, generator=g, dtype=torch.float64), torch.randn(2, 5, 2, generator=g,
+                                                                                  dtype=torch.float64)
+    result = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"))
+    for r, e in zip(result, torch.linalg.lstsq(a, b, driver="gels"), strict=True):
+        assert torch.equal(r.cpu(), e)
+    assert result.rank.numel() == 0  # gels computes no rank; the CPU's default driver does
+    assert torch.linalg.lstsq(a, b).rank.numel() == 2
+    named = torch.linalg.lstsq(a.to("openreg"), b.to("openreg"), driver="GELS")
+    assert torch.equal(named.solution.cpu(), result.solution.cpu())
+    for driver in ("gelsy", "gelsd", "gelss", "qr"):
+        with pytest.raises(RuntimeError, match=r"^torch.linalg.lstsq: `driver` other than `gels` is not supported "
+                                               r"on CUDA$"):
+            torch.linalg.lstsq(a.to("openreg"), b.to("openreg"), driver=driver)

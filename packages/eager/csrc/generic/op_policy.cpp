@@ -168,6 +168,9 @@ constexpr OpPolicy kTable[] = {
     {"aten::linalg_lu_factor_ex.out", P::kOwnKernel, kLuWithoutPivoting},
     {"aten::linalg_lu", P::kOwnKernel, kLuWithoutPivoting},
     {"aten::linalg_lu.out", P::kOwnKernel, kLuWithoutPivoting},
+    {"aten::linalg_lstsq.out", P::kOwnKernel,
+     "CUDA solves with gels alone, its default, and refuses other drivers; the CPU defaults to gelsy "
+     "(kernels/lstsq.cpp)"},
     {"aten::add.Tensor", P::kOwnKernel, kWideScalars},
     {"aten::add_.Tensor", P::kOwnKernel, kWideScalars},
     {"aten::add.out", P::kOwnKernel, kWideScalars},

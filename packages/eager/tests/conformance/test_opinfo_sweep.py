@@ -15,7 +15,8 @@ int64 and bool, sample inputs are run on the CPU and on openreg and the results 
 - ops whose extra results follow CUDA's conventions compare only their first results (CUDA_CONVENTIONS),
   and bfloat16 ops openreg computes in float32 as CUDA does compare with the CPU's float32 result, rounded
   (WIDENED_AS_ON_CUDA);
-- a sample the CPU rejects must be rejected on openreg too;
+- a sample the CPU rejects must be rejected on openreg too; samples OpInfo gives the CPU but not CUDA, which
+  openreg refuses as CUDA does, are left out (CUDA_SAMPLES);
 - openreg's results are laid out (shapes, significant strides, dtypes) as fake tensors of the same call say,
   which is what torch.compile traces with and, for every device but the CPU, describes CUDA's kernels.
 
@@ -138,6 +139,14 @@ RANDOM_SAMPLES = {
     # Its dropout in training (dropout_p is the tenth positional argument after the query).
     "nn.functional.multi_head_attention_forward": lambda sample: sample.kwargs.get("training", True)
     and sample.args[9] > 0,
+}
+
+# Samples that OpInfo gives CUDA alone of those it gives the CPU, where openreg refuses the others as CUDA does:
+# only those are compared.
+CUDA_SAMPLES = {
+    # gels is CUDA's only driver (kernels/lstsq.cpp in openreg-eager)
+    "linalg.lstsq": lambda sample: sample.kwargs.get("driver", "gels") == "gels",
+    "linalg.lstsq.grad_oriented": lambda sample: sample.kwargs.get("driver", "gels") == "gels",
 }
 
 # Results that are uninitialised memory: compared by shape, dtype and device only.
@@ -386,7 +395,9 @@ def _compare(actual, expected, where: str, values: bool, tol: dict) -> None:
 def _samples(op, dtype: torch.dtype, requires_grad: bool):
     """The first sample inputs, then a non-contiguous copy of the first, each with a label."""
     torch.manual_seed(SEED)
-    samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=requires_grad), _samples_per_op()))
+    given = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
+    cuda_takes = CUDA_SAMPLES.get(op_id(op), lambda sample: True)
+    samples = list(itertools.islice(filter(cuda_takes, given), _samples_per_op()))
     labelled = [(f"sample {i}", s) for i, s in enumerate(samples)]
     if samples:
         labelled.append(("non-contiguous sample 0", _noncontiguous(samples[0])))
@@ -490,6 +501,7 @@ def test_lists_name_real_ops():
     """Every op named in the lists above exists in op_db (a typo would silently change what is checked)."""
     ids = {op_id(op) for op in op_db}
     named = set(RANDOM_OPS) | set(RANDOM_SAMPLES) | set(UNINITIALISED_OPS) | set(CPU_ARGS) | set(ALGORITHM_TOLERANCES)
+    named |= set(CUDA_SAMPLES)
     named |= set(CUDA_CONVENTIONS) | WIDENED_AS_ON_CUDA
     named |= {name for name, _ in EXPECTED_FAILURES}
     assert not named - ids, f"not in op_db: {sorted(named - ids)}"
