@@ -47,6 +47,9 @@ constexpr std::string_view kWideScalars =
 constexpr std::string_view kContiguousUnpool =
     "CUDA's kernel writes a contiguous result, as the decomposition says, and refuses a non-contiguous out=; the "
     "CPU's keeps a channels-last input's layout (kernels/max_unpool.cpp)";
+constexpr std::string_view kFloatMatmul =
+    "CUDA multiplies float16 and bfloat16 matrices into a float32 result, which the CPU has no kernel for "
+    "(kernels/matmul_out_dtype.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -171,6 +174,14 @@ constexpr OpPolicy kTable[] = {
     {"aten::linalg_lstsq.out", P::kOwnKernel,
      "CUDA solves with gels alone, its default, and refuses other drivers; the CPU defaults to gelsy "
      "(kernels/lstsq.cpp)"},
+    {"aten::mm.dtype", P::kOwnKernel, kFloatMatmul},
+    {"aten::mm.dtype_out", P::kOwnKernel, kFloatMatmul},
+    {"aten::addmm.dtype", P::kOwnKernel, kFloatMatmul},
+    {"aten::addmm.dtype_out", P::kOwnKernel, kFloatMatmul},
+    {"aten::bmm.dtype", P::kOwnKernel, kFloatMatmul},
+    {"aten::bmm.dtype_out", P::kOwnKernel, kFloatMatmul},
+    {"aten::baddbmm.dtype", P::kOwnKernel, kFloatMatmul},
+    {"aten::baddbmm.dtype_out", P::kOwnKernel, kFloatMatmul},
     {"aten::add.Tensor", P::kOwnKernel, kWideScalars},
     {"aten::add_.Tensor", P::kOwnKernel, kWideScalars},
     {"aten::add.out", P::kOwnKernel, kWideScalars},
