@@ -334,12 +334,21 @@ def test_once_only_kernel_warnings_warn_at_every_call_while_torch_warns_always()
         torch.set_warn_always(previous)
 
 
-def test_no_warning_of_openregs_own():
-    def fn(d):
-        a = torch.linspace(-1, 1, 3, device=d).requires_grad_()
-        torch.nn.functional.mse_loss(a, torch.zeros(3, device=d)).backward()
-        return a.grad
+def _isin_of_a_number(d):
+    # its out= kernel, which writes the functional call's result, first resizes it to [0] (PyTorch's
+    # test_sort_and_select.py::test_isin_different_devices found ATen's warning about that on openreg)
+    b = torch.tensor([[10, 20, 30], [0, 1, 3]], device=d)
+    return torch.stack([torch.isin(5, b), torch.isin(3, b, invert=True)])
 
+
+def _mse_backward(d):
+    a = torch.linspace(-1, 1, 3, device=d).requires_grad_()
+    torch.nn.functional.mse_loss(a, torch.zeros(3, device=d)).backward()
+    return a.grad
+
+
+@pytest.mark.parametrize("fn", [_mse_backward, _isin_of_a_number], ids=["mse_loss backward", "isin of a number"])
+def test_no_warning_of_openregs_own(fn):
     for _ in range(2):
         assert_same_outcome(fn)
 

@@ -171,6 +171,7 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
       }
       watch.hold();  // an out= kernel that fails may have warned about its outputs first
       try {
+        OwnOutputs own;
         out = call.run(*info.out_variant, /*with_outs=*/true);
         watch.release(true);
       } catch (const c10::Error&) {

@@ -91,6 +91,7 @@ struct DeviceWork {
       std::vector<glue::HostView> outs;
       if (out_op) {
         try {
+          OwnOutputs own;
           call.run(*out_op, /*with_outs=*/true);  // wrote the results in place
           return;
         } catch (const c10::Error&) {

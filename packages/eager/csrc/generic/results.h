@@ -5,6 +5,7 @@
 // at the call (at_call.cpp).
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
 #include "host_call.h"
@@ -41,5 +42,18 @@ bool lays_out_strided(const OpInfo& info, const MetaResult& meta);
 // one written in place: the caller holds that argument). With `call`, they
 // are its out= tensors.
 Results allocate_results(const c10::OperatorHandle& op, const OpInfo& info, const MetaResult& meta, HostCall* call);
+
+// While it lives, drops ATen's warning that an out= tensor was resized: around the out= kernel that writes a
+// functional call's results, into tensors openreg allocated, which the functional call's own never warns about
+// (isin(5, t): the Python meta kernel gives the result's shape, the out= kernel first resizes it to [0]).
+class OwnOutputs : public c10::WarningHandler {
+ public:
+  OwnOutputs() : next_(c10::WarningUtils::get_warning_handler()), guard_(this) {}
+  void process(const c10::Warning& warning) override;
+
+ private:
+  c10::WarningHandler* next_;
+  c10::WarningUtils::WarningHandlerGuard guard_;
+};
 
 }  // namespace openreg::eager
