@@ -50,6 +50,8 @@ constexpr std::string_view kContiguousUnpool =
 constexpr std::string_view kFloatMatmul =
     "CUDA multiplies float16 and bfloat16 matrices into a float32 result, which the CPU has no kernel for "
     "(kernels/matmul_out_dtype.cpp)";
+constexpr std::string_view kInt8Shapes =
+    "CUDA's int8 matmul refuses shapes it cannot tile, which the CPU's takes (kernels/int_mm.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -182,6 +184,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::bmm.dtype_out", P::kOwnKernel, kFloatMatmul},
     {"aten::baddbmm.dtype", P::kOwnKernel, kFloatMatmul},
     {"aten::baddbmm.dtype_out", P::kOwnKernel, kFloatMatmul},
+    {"aten::_int_mm", P::kOwnKernel, kInt8Shapes},
+    {"aten::_int_mm.out", P::kOwnKernel, kInt8Shapes},
     {"aten::add.Tensor", P::kOwnKernel, kWideScalars},
     {"aten::add_.Tensor", P::kOwnKernel, kWideScalars},
     {"aten::add.out", P::kOwnKernel, kWideScalars},

@@ -1,6 +1,11 @@
-"""mm, bmm, addmm and baddbmm with `out_dtype` (kernels/matmul_out_dtype.cpp): CUDA multiplies float16 and bfloat16
+"""Matmuls where CUDA's contract differs from the CPU's kernels.
+
+mm, bmm, addmm and baddbmm with `out_dtype` (kernels/matmul_out_dtype.cpp): CUDA multiplies float16 and bfloat16
 matrices into a float32 result, accumulating in float32; the CPU has no kernel for these overloads. The reference is
-the CPU's matmul of the operands read in float32 (the result's dtype), with CUDA's checks and messages."""
+the CPU's matmul of the operands read in float32 (the result's dtype), with CUDA's checks and messages.
+
+torch._int_mm (kernels/int_mm.cpp): CUDA's int8 matmul refuses shapes cuBLASLt cannot tile, which the CPU's takes;
+the values of the shapes both take are the CPU's."""
 
 from __future__ import annotations
 
@@ -93,3 +98,36 @@ def test_what_cuda_refuses_is_refused_at_the_call(case):
     with pytest.raises((RuntimeError, IndexError), match=message):
         call()
     torch.openreg.synchronize()  # nothing was left to fail later
+
+
+def test_int8_matmul_of_shapes_cuda_takes_is_the_cpus():
+    g = torch.Generator().manual_seed(1)
+    a, b = (torch.randint(-100, 100, shape, generator=g, dtype=torch.int8) for shape in [(17, 24), (24, 16)])
+    assert torch.equal(torch._int_mm(a.to("openreg"), b.to("openreg")).cpu(), torch._int_mm(a, b))
+    out = torch.empty(17, 16, dtype=torch.int32, device="openreg")
+    assert torch._int_mm(a.to("openreg"), b.to("openreg"), out=out) is out
+    assert torch.equal(out.cpu(), torch._int_mm(a, b))
+
+
+# (self's shape, mat2's, CUDA's error, whether the CPU takes the shapes)
+INT8_SHAPES = {
+    "16 rows": ((16, 8), (8, 8), r"self.size\(0\) needs to be greater than 16, but got 16", True),
+    "inner size not a multiple of 8": (
+        (32, 12), (12, 8), r"self.size\(1\) needs to be greater than 0 and a multiple of 8, but got 12", True),
+    "inner sizes differ": ((32, 16), (8, 8), r"self.size\(1\) needs to match mat2.size\(0\) but got 16 and 8",
+                           False),
+    "columns not a multiple of 8": (
+        (32, 8), (8, 4), r"mat2.size\(1\) needs to be greater than 0 and a multiple of 8, but got 4", True),
+    "a vector": ((32,), (32, 8), "Expected self to be of dimension 2 but got 1", False),
+}
+
+
+@pytest.mark.parametrize("case", INT8_SHAPES)
+def test_int8_matmul_refuses_the_shapes_cuda_refuses(case):
+    # code quantising small batches to int8 fails on CUDA ("needs to be greater than 16"); the CPU takes them
+    self_shape, mat2_shape, message, cpu_takes = INT8_SHAPES[case]
+    a, b = torch.ones(self_shape, dtype=torch.int8), torch.ones(mat2_shape, dtype=torch.int8)
+    if cpu_takes:
+        assert torch._int_mm(a, b).shape == (self_shape[0], mat2_shape[1])
+    with pytest.raises(RuntimeError, match=message):
+        torch._int_mm(a.to("openreg"), b.to("openreg"))
