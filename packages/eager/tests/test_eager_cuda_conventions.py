@@ -319,3 +319,28 @@ def test_lstsq_solves_with_gels_alone_as_cuda():
         with pytest.raises(RuntimeError, match=r"^torch.linalg.lstsq: `driver` other than `gels` is not supported "
                                                r"on CUDA$"):
             torch.linalg.lstsq(a.to("openreg"), b.to("openreg"), driver=driver)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_inverse_solves_against_the_identity_as_cuda(upper):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(2, 4, 4, generator=g, dtype=torch.float64)
+    factor = torch.linalg.cholesky(a @ a.mT + torch.eye(4, dtype=torch.float64))
+    factor = factor.mT if upper else factor
+    result = torch.cholesky_inverse(factor.to("openreg"), upper=upper)
+    assert torch.equal(result.cpu(), torch.cholesky_solve(torch.eye(4, dtype=torch.float64), factor, upper))
+    assert result.stride() == torch.cholesky_inverse(factor, upper=upper).stride()
+    assert_close(result.cpu(), torch.cholesky_inverse(factor, upper=upper))
+    out = torch.empty(0, dtype=torch.float64, device="openreg")
+    assert torch.cholesky_inverse(factor.to("openreg"), upper=upper, out=out) is out
+    assert torch.equal(out.cpu(), result.cpu())
+
+
+def test_cholesky_inverse_of_a_zero_on_the_diagonal_is_inf_or_nan_as_on_cuda():
+    # PyTorch's test_linalg.py::test_cholesky_inverse_errors_and_warnings asserts this for CUDA; the CPU raises
+    factor = torch.randn(3, 3, generator=torch.Generator().manual_seed(1))
+    factor[1, 1] = 0
+    with pytest.raises(torch.linalg.LinAlgError, match="The diagonal element 2 is zero"):
+        torch.cholesky_inverse(factor)
+    result = torch.cholesky_inverse(factor.to("openreg")).cpu()
+    assert result.isinf().any() or result.isnan().any()

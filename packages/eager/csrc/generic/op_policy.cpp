@@ -52,6 +52,9 @@ constexpr std::string_view kFloatMatmul =
     "(kernels/matmul_out_dtype.cpp)";
 constexpr std::string_view kInt8Shapes =
     "CUDA's int8 matmul refuses shapes it cannot tile, which the CPU's takes (kernels/int_mm.cpp)";
+constexpr std::string_view kSolvedInverse =
+    "CUDA solves against the identity, giving inf or NaN for a zero on the factor's diagonal where the CPU's "
+    "kernel raises (kernels/cholesky_inverse.cpp)";
 constexpr std::string_view kHotReason = "issued by every training step: a typed kernel skips boxing its arguments";
 
 // Constant-initialised: other files' static initialisers (the hot ops') read it.
@@ -66,8 +69,6 @@ constexpr OpPolicy kTable[] = {
     {"aten::cholesky", P::kChecksValues, kLapackStatus},
     {"aten::cholesky.out", P::kChecksValues, kLapackStatus},
 #endif
-    {"aten::cholesky_inverse", P::kChecksValues, kLapackStatus},
-    {"aten::cholesky_inverse.out", P::kChecksValues, kLapackStatus},
     {"aten::_linalg_eigh", P::kChecksValues, kLapackStatus},
     {"aten::_linalg_eigh.eigenvalues", P::kChecksValues, kLapackStatus},
     {"aten::_linalg_svd", P::kChecksValues, kLapackStatus},
@@ -184,6 +185,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::bmm.dtype_out", P::kOwnKernel, kFloatMatmul},
     {"aten::baddbmm.dtype", P::kOwnKernel, kFloatMatmul},
     {"aten::baddbmm.dtype_out", P::kOwnKernel, kFloatMatmul},
+    {"aten::cholesky_inverse", P::kOwnKernel, kSolvedInverse},
+    {"aten::cholesky_inverse.out", P::kOwnKernel, kSolvedInverse},
     {"aten::_int_mm", P::kOwnKernel, kInt8Shapes},
     {"aten::_int_mm.out", P::kOwnKernel, kInt8Shapes},
     {"aten::add.Tensor", P::kOwnKernel, kWideScalars},
