@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "at_call.h"
+#include "cuda_refuses.h"
 #include "host_call.h"
 #include "hot_ops.h"
 #include "meta.h"
@@ -319,6 +320,27 @@ void generic_kernel(const c10::OperatorHandle& called, torch::jit::Stack* stack)
   for (auto& r : results) stack->push_back(std::move(r));
 }
 
+// CUDA's dispatch on the first tensor argument's dtype, after the op's checks of shapes (its meta kernel's, which
+// `meta_checked` says have run).
+void refuse_what_cuda_refuses(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
+                              bool meta_checked) {
+  if (info.cuda_refused == 0) return;
+  const auto first = std::find_if(args.begin(), args.end(), [](const c10::IValue& a) { return a.isTensor(); });
+  if (first == args.end() || !refused(info.cuda_refused, first->toTensor().scalar_type())) return;
+  if (!meta_checked) {
+    // A check of the meta kernel's fails (not a missing meta kernel): the CPU kernel raises it, first, as CUDA does.
+    try {
+      infer_meta(op, args, /*use_cache=*/false, /*rethrow=*/true);
+    } catch (const c10::NotImplementedError&) {
+    } catch (const std::exception&) {
+      return;
+    }
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", op.schema().name().substr(6), "\" not implemented for '",
+                              c10::toString(first->toTensor().scalar_type()),
+                              "' on CUDA, which has no kernel for it; openreg refuses it too (the CPU computes it)");
+}
+
 Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const OpInfo& info = op_info(op);
   const c10::DeviceIndex device = common_device(op, args, info);
@@ -336,6 +358,7 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
                     (info.range_from_values && args[2].toScalar().toDouble() == args[3].toScalar().toDouble());
   if (!host) {
     if (auto meta = infer_meta(op, args, /*use_cache=*/true)) {
+      refuse_what_cuda_refuses(op, args, info, /*meta_checked=*/true);
       // A signature's first call runs at the call so that its checks raise
       // there, unless a graph capture forbids waiting for the stream (it
       // records the op, or another thread captures in "global" mode).
@@ -347,6 +370,7 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   // The result's shape or value depends on the data (nonzero, a mask, a
   // Python scalar result), or the kernel raises on what it computed (LAPACK's
   // status): the host waits for the device, as on CUDA.
+  refuse_what_cuda_refuses(op, args, info, /*meta_checked=*/false);
   if (!info.host_unlike_cuda) glue::on_host_sync(op.schema().name().c_str());
   return run_at_call(op, args, info, device, nullptr);
 }

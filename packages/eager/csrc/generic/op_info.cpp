@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cuda_refuses.h"
 #include "device_checks.h"
 #include "op_policy.h"
 
@@ -96,6 +97,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   info.takes_zero_tensors = op.hasKernelForDispatchKey(c10::DispatchKey::ZeroTensor);
+  info.cuda_refused = cuda_refused_dtypes(schema.operator_name());
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();

@@ -58,6 +58,8 @@ struct OpInfo {
   // dot) or a kernel that may pass them on, where torch's fallback gives every
   // other op real zeros.
   bool takes_zero_tensors = false;
+  // The dtypes of its first tensor argument that CUDA has no kernel for (cuda_refuses.h).
+  uint64_t cuda_refused = 0;
 };
 
 const OpInfo& op_info(const c10::OperatorHandle& op);

@@ -1,0 +1,20 @@
+#pragma once
+// Dtypes the CPU computes for an op where CUDA has no kernel for them (integer
+// matmuls, integer max pooling, uint8 bilinear upsampling, ...), the mirror of
+// cuda_dtypes.h: code that passes on the CPU fails there, and so it does on
+// openreg, at the call, with a NotImplementedError naming the op and dtype as
+// ATen's dispatch macros do. OpInfo's CUDA dtype lists are the reference
+// (test_eager_cuda_refuses.py checks the table against them).
+#include <ATen/core/operator_name.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+namespace openreg::eager {
+
+// The dtypes CUDA refuses as `op`'s first tensor argument, a bit per ScalarType; 0 for none.
+uint64_t cuda_refused_dtypes(const c10::OperatorName& op);
+
+inline bool refused(uint64_t dtypes, c10::ScalarType t) { return (dtypes >> static_cast<int>(t)) & 1u; }
+
+}  // namespace openreg::eager

@@ -1,0 +1,87 @@
+"""Dtypes the CPU computes where CUDA has no kernel (csrc/generic/cuda_refuses.cpp): openreg refuses them at the
+call, as CUDA does, so that code which passes on the CPU and fails on CUDA fails on openreg too (an integer matmul).
+The reference is OpInfo's own dtype lists: each case's dtype is one OpInfo lists for the CPU and not for CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+from torch.testing._internal.common_methods_invocations import op_db
+
+import openreg_eager  # noqa: F401  (registers the openreg kernels)
+
+
+def _t(*shape, dtype, device):
+    return (torch.arange(1, 1 + torch.Size(shape).numel()) % 7).reshape(shape).to(device=device, dtype=dtype)
+
+
+# (OpInfo name, variant, dtype, call(dtype, device))
+CASES = {
+    "mm": ("mm", "", torch.int64, lambda dt, d: torch.mm(_t(3, 4, dtype=dt, device=d), _t(4, 2, dtype=dt, device=d))),
+    "addmm": ("addmm", "", torch.int32, lambda dt, d: torch.addmm(_t(3, 2, dtype=dt, device=d),
+                                                                   _t(3, 4, dtype=dt, device=d),
+                                                                   _t(4, 2, dtype=dt, device=d))),
+    "bmm": ("bmm", "", torch.int16, lambda dt, d: torch.bmm(_t(2, 3, 4, dtype=dt, device=d),
+                                                             _t(2, 4, 2, dtype=dt, device=d))),
+    "baddbmm": ("baddbmm", "", torch.uint8, lambda dt, d: torch.baddbmm(_t(2, 3, 2, dtype=dt, device=d),
+                                                                         _t(2, 3, 4, dtype=dt, device=d),
+                                                                         _t(2, 4, 2, dtype=dt, device=d))),
+    "addbmm": ("addbmm", "", torch.int8, lambda dt, d: torch.addbmm(_t(3, 2, dtype=dt, device=d),
+                                                                     _t(2, 3, 4, dtype=dt, device=d),
+                                                                     _t(2, 4, 2, dtype=dt, device=d))),
+    "mv": ("mv", "", torch.int64, lambda dt, d: torch.mv(_t(3, 4, dtype=dt, device=d), _t(4, dtype=dt, device=d))),
+    "dot": ("dot", "", torch.int64, lambda dt, d: torch.dot(_t(4, dtype=dt, device=d), _t(4, dtype=dt, device=d))),
+    "vdot": ("vdot", "", torch.int32, lambda dt, d: torch.vdot(_t(4, dtype=dt, device=d), _t(4, dtype=dt, device=d))),
+    "matmul": ("matmul", "", torch.int64, lambda dt, d: _t(2, 3, 4, dtype=dt, device=d) @ _t(4, 2, dtype=dt, device=d)),
+    "linear": ("nn.functional.linear", "", torch.int64, lambda dt, d: F.linear(_t(3, 4, dtype=dt, device=d),
+                                                                                _t(2, 4, dtype=dt, device=d))),
+    "max_pool2d": ("nn.functional.max_pool2d", "", torch.int32,
+                   lambda dt, d: F.max_pool2d(_t(1, 2, 4, 4, dtype=dt, device=d), 2)),
+    "max_pool3d": ("nn.functional.max_pool3d", "", torch.uint8,
+                   lambda dt, d: F.max_pool3d(_t(1, 2, 4, 4, 4, dtype=dt, device=d), 2, return_indices=True)[0]),
+    "avg_pool2d": ("nn.functional.avg_pool2d", "", torch.int64,
+                   lambda dt, d: F.avg_pool2d(_t(1, 2, 4, 4, dtype=dt, device=d), 2)),
+    "avg_pool1d": ("nn.functional.avg_pool1d", "", torch.int64,
+                   lambda dt, d: F.avg_pool1d(_t(1, 2, 4, dtype=dt, device=d), 2)),
+    "bilinear upsampling": ("nn.functional.interpolate", "bilinear", torch.uint8,
+                            lambda dt, d: F.interpolate(_t(1, 2, 4, 4, dtype=dt, device=d), scale_factor=2,
+                                                        mode="bilinear")),
+    "bicubic upsampling": ("nn.functional.interpolate", "bicubic", torch.uint8,
+                           lambda dt, d: F.interpolate(_t(1, 2, 4, 4, dtype=dt, device=d), scale_factor=2,
+                                                       mode="bicubic")),
+    "antialiased bilinear": ("_upsample_bilinear2d_aa", "", torch.uint8,
+                             lambda dt, d: torch._C._nn._upsample_bilinear2d_aa(
+                                 _t(1, 2, 4, 4, dtype=dt, device=d), None, False, [2.0, 2.0])),
+    "igamma": ("igamma", "", torch.float16, lambda dt, d: torch.igamma(_t(4, dtype=dt, device=d),
+                                                                        _t(4, dtype=dt, device=d))),
+    "igammac": ("igammac", "", torch.bfloat16, lambda dt, d: torch.igammac(_t(4, dtype=dt, device=d),
+                                                                            _t(4, dtype=dt, device=d))),
+    "angle": ("angle", "", torch.float16, lambda dt, d: torch.angle(_t(4, dtype=dt, device=d) - 3)),
+    "histogram": ("histogram", "", torch.float32, lambda dt, d: torch.histogram(_t(8, dtype=dt, device=d), 3)[0]),
+    "histogramdd": ("histogramdd", "", torch.float64,
+                    lambda dt, d: torch.histogramdd(_t(8, 2, dtype=dt, device=d), [2, 2])[0]),
+}
+
+
+def _opinfo(name, variant):
+    (op,) = [op for op in op_db if op.name == name and op.variant_test_name == variant]
+    return op
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_dtype_cuda_has_no_kernel_for_is_refused_at_the_call(case):
+    name, variant, dtype, call = CASES[case]
+    op = _opinfo(name, variant)
+    assert dtype in op.supported_dtypes("cpu") and dtype not in op.supported_dtypes("cuda")
+    call(dtype, "cpu")  # the CPU computes it
+    with pytest.raises(NotImplementedError, match=r"not implemented for '\w+' on CUDA, which has no kernel for it"):
+        call(dtype, "openreg")
+    torch.openreg.synchronize()  # nothing was left to fail later
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("histogram")])
+def test_the_dtypes_cuda_computes_are_computed(case):
+    _, _, _, call = CASES[case]
+    assert_close(call(torch.float32, "openreg").cpu(), call(torch.float32, "cpu"))
