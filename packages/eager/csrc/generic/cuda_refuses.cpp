@@ -24,7 +24,7 @@ struct Row {
   uint64_t dtypes;
 };
 
-// cuBLAS multiplies floating-point matrices only; CUDA's pooling, upsampling,
+// cuBLAS multiplies floating-point matrices only, cuDNN convolves them; CUDA's pooling, upsampling,
 // igamma and angle kernels dispatch fewer dtypes than the CPU's; histogram has
 // no CUDA kernel at all.
 constexpr Row kTable[] = {
@@ -41,6 +41,7 @@ constexpr Row kTable[] = {
     {"aten::addmv_", kIntegers},
     {"aten::dot", kIntegers},
     {"aten::vdot", kIntegers},
+    {"aten::convolution", mask({ScalarType::Long})},  // convolution_overrideable's CPU equivalent
     {"aten::max_pool2d_with_indices", kIntegers},
     {"aten::max_pool3d_with_indices", kIntegers},
     {"aten::avg_pool2d", mask({ScalarType::Long})},
