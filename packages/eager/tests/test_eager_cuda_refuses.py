@@ -64,6 +64,7 @@ CASES = {
     "igammac": ("igammac", "", torch.bfloat16, lambda dt, d: torch.igammac(_t(4, dtype=dt, device=d),
                                                                             _t(4, dtype=dt, device=d))),
     "angle": ("angle", "", torch.float16, lambda dt, d: torch.angle(_t(4, dtype=dt, device=d) - 3)),
+    "histc": ("histc", "", torch.bfloat16, lambda dt, d: torch.histc(_t(8, dtype=dt, device=d), 4)),
     "histogram": ("histogram", "", torch.float32, lambda dt, d: torch.histogram(_t(8, dtype=dt, device=d), 3)[0]),
     "histogramdd": ("histogramdd", "", torch.float64,
                     lambda dt, d: torch.histogramdd(_t(8, 2, dtype=dt, device=d), [2, 2])[0]),

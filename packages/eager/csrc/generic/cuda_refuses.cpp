@@ -54,6 +54,7 @@ constexpr Row kTable[] = {
     {"aten::igammac", kHalves},
     {"aten::igammac_", kHalves},
     {"aten::angle", kHalves},
+    {"aten::histc", kHalves},
     {"aten::histogram", kAll},
     {"aten::_histogramdd_bin_edges", kAll},
     {"aten::_histogramdd_from_bin_cts", kAll},
