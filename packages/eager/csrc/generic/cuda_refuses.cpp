@@ -1,5 +1,7 @@
 #include "cuda_refuses.h"
 
+#include <torch/version.h>
+
 #include <initializer_list>
 #include <string_view>
 
@@ -53,7 +55,9 @@ constexpr Row kTable[] = {
     {"aten::igamma_", kHalves},
     {"aten::igammac", kHalves},
     {"aten::igammac_", kHalves},
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 14  // torch 2.14's CUDA angle computes them
     {"aten::angle", kHalves},
+#endif
     {"aten::histc", kHalves},
     {"aten::histogram", kAll},
     {"aten::_histogramdd_bin_edges", kAll},
