@@ -59,6 +59,10 @@ CASES = {
     "antialiased bilinear": ("_upsample_bilinear2d_aa", "", torch.uint8,
                              lambda dt, d: torch._C._nn._upsample_bilinear2d_aa(
                                  _t(1, 2, 4, 4, dtype=dt, device=d), None, False, [2.0, 2.0])),
+    # PyTorch's test_nn.py::test_upsamplingBiMode2d_nonsupported_dtypes expects it of every device but the CPU
+    "antialiased bicubic": ("nn.functional.interpolate", "bicubic", torch.uint8,
+                            lambda dt, d: F.interpolate(_t(1, 2, 4, 4, dtype=dt, device=d), scale_factor=2,
+                                                        mode="bicubic", antialias=True)),
     "igamma": ("igamma", "", torch.float16, lambda dt, d: torch.igamma(_t(4, dtype=dt, device=d),
                                                                         _t(4, dtype=dt, device=d))),
     "igammac": ("igammac", "", torch.bfloat16, lambda dt, d: torch.igammac(_t(4, dtype=dt, device=d),

@@ -51,6 +51,7 @@ constexpr Row kTable[] = {
     {"aten::upsample_bilinear2d", mask({ScalarType::Byte})},
     {"aten::upsample_bicubic2d", mask({ScalarType::Byte})},
     {"aten::_upsample_bilinear2d_aa", mask({ScalarType::Byte})},
+    {"aten::_upsample_bicubic2d_aa", mask({ScalarType::Byte})},
     {"aten::igamma", kHalves},
     {"aten::igamma_", kHalves},
     {"aten::igammac", kHalves},
