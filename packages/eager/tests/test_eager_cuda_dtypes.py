@@ -162,8 +162,12 @@ def test_its_gradients_too(op, dtype):
         lambda x: torch.ones(8, dtype=torch.bool, device=x.device).mul_(x.real.int()),
         lambda x: torch.mul(torch.ones(8, dtype=torch.bool, device=x.device), 2, out=torch.empty_like(x, dtype=bool)),
         lambda x: torch.abs(x.real.int(), out=torch.empty(8, dtype=torch.bool, device=x.device)),
+        # nor the widened dtype itself mix with the narrow one (PyTorch's test_unary_ufuncs.py found these)
+        lambda x: torch.abs(x.real.to(torch.uint8), out=torch.empty(8, dtype=torch.bool, device=x.device)),
+        lambda x: torch.abs(x.real > 0, out=torch.empty(8, dtype=torch.uint8, device=x.device)),
     ],
-    ids=["log1p-complex32", "cumsum-complex32", "mul-into-bool", "bool-mul_-int", "bool-mul-scalar", "abs-into-bool"],
+    ids=["log1p-complex32", "cumsum-complex32", "mul-into-bool", "bool-mul_-int", "bool-mul-scalar", "abs-into-bool",
+         "abs-uint8-into-bool", "abs-bool-into-uint8"],
 )
 def test_what_openreg_does_not_compute_raises_the_cpus_error(call):
     x = torch.randn(8, dtype=torch.complex64)
