@@ -98,17 +98,16 @@ bool is_sparse(const c10::IValue& v) {
   return is_tensor(v) && (v.toTensor().is_sparse() || v.toTensor().is_sparse_csr());
 }
 
+bool has_dtype(const torch::jit::Stack& stack, T dtype) {
+  return std::any_of(stack.begin(), stack.end(),
+                     [dtype](const c10::IValue& v) { return is_tensor(v) && v.toTensor().scalar_type() == dtype; });
+}
+
 // Whether some tensor has a narrow dtype and another its wide one (abs of a uint8 tensor into a bool out=): CUDA's
 // kernel refuses that mix as the CPU's does, where widening would make the dtypes agree.
 bool mixes_narrow_and_wide(const std::vector<std::pair<T, T>>& pairs, const torch::jit::Stack& stack) {
-  for (const auto& [narrow, wide] : pairs) {
-    auto has = [&stack](T dtype) {
-      return std::any_of(stack.begin(), stack.end(),
-                         [dtype](const c10::IValue& v) { return is_tensor(v) && v.toTensor().scalar_type() == dtype; });
-    };
-    if (has(narrow) && has(wide)) return true;
-  }
-  return false;
+  return std::any_of(pairs.begin(), pairs.end(),
+                     [&stack](const auto& p) { return has_dtype(stack, p.first) && has_dtype(stack, p.second); });
 }
 
 // The row whose dtypes an argument has (a float16 tensor counts for complex32: a complex number promotes it).
@@ -119,7 +118,7 @@ const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack
     if (name != row.op) continue;
     if (row.sparse_only && std::none_of(stack.begin(), stack.end(), is_sparse)) continue;
     const auto pairs = conversions(row);
-    if (mixes_narrow_and_wide(pairs, stack)) return nullptr;
+    if (mixes_narrow_and_wide(pairs, stack)) continue;
     for (const auto& v : stack) {
       if (is_tensor(v) && wider(pairs, v.toTensor().scalar_type())) return &row;
     }
