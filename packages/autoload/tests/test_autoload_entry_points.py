@@ -121,6 +121,21 @@ def test_a_size_only_sparse_constructor_made_first():
     assert out == {"device": "openreg:0", "nnz": 6, "dense": [[1.0] * 3] * 2}
 
 
+def test_a_nested_tensor_made_first():
+    # torch.nested.nested_tensor copies its buffer to the device in C++, where Tensor.to's device guard loads the
+    # glue alone; nested tensors' ops reach no fallback of libopenreg_lazy, so the glue's factory starts the layers.
+    out = _fresh("""
+        import warnings
+        warnings.simplefilter("ignore")  # the strided nested API is a prototype
+        parts = [torch.ones(2, 3), torch.ones(1, 3)]
+        nt = torch.nested.nested_tensor(parts, device="openreg")
+        cpu = torch.nested.nested_tensor(parts)
+        print(json.dumps({"device": str(nt.device), "sin": nt.sin().to_padded_tensor(0).tolist(),
+                          "cpu": cpu.sin().to_padded_tensor(0).tolist()}))
+    """)
+    assert out["device"] == "openreg:0" and out["sin"] == out["cpu"]
+
+
 # Ops called through torch.ops skip torch's lazy initialisation: libopenreg_lazy loads the layers for the first
 # one (a factory: its kernel there), and for the first after a C++ entry point loaded the glue alone (then the
 # PrivateUse1 fallback). Each entry is a factory whose kernel is per backend (composites such as arange call them).

@@ -20,6 +20,7 @@
 #include "openreg/core/device.h"
 #include "openreg/glue/allocator.h"
 #include "openreg/glue/launch.h"
+#include "openreg/lazy/fallback.h"
 
 namespace openreg::glue {
 namespace {
@@ -42,6 +43,7 @@ bool fill_new_memory() {
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
                  std::optional<c10::Device> device, std::optional<bool>,
                  std::optional<c10::MemoryFormat> memory_format) {
+  lazy::ensure_started();
   c10::OptionalDeviceGuard guard(indexed(device));
   at::Tensor t =
       at::detail::empty_generic(size, device_allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
@@ -51,6 +53,7 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  lazy::ensure_started();
   c10::OptionalDeviceGuard guard(indexed(device));
   at::Tensor t =
       at::detail::empty_strided_generic(size, stride, device_allocator(), kKeys, c10::dtype_or_default(dtype));

@@ -92,4 +92,18 @@ void attach_fallback(FallbackFn fn) {
 
 void mark_started() { g_started.store(true, std::memory_order_release); }
 
+void ensure_started() {
+  // A layer that makes a tensor while it loads must not start the layers again.
+  thread_local bool starting = false;
+  if (starting || g_started.load(std::memory_order_acquire)) return;
+  starting = true;
+  try {
+    start();
+  } catch (...) {
+    starting = false;
+    throw;
+  }
+  starting = false;
+}
+
 }  // namespace openreg::lazy

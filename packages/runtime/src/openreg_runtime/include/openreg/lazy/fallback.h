@@ -18,5 +18,11 @@ using FallbackFn = void (*)(const c10::OperatorHandle&, torch::jit::Stack*);
 void attach_fallback(FallbackFn fn);
 // Called as openreg-eager installs its kernel: every layer is loaded.
 void mark_started();
+// Called by the glue's factories. The glue loads ahead of the layers when a
+// C++ entry point reaches the device first (Tensor.to's device guard, as
+// torch.nested.nested_tensor(..., device="openreg") makes its buffer), and a
+// nested, sparse or quantized tensor made then reaches kernels that no
+// fallback of this library catches: the first tensor starts the layers.
+void ensure_started();
 
 }  // namespace openreg::lazy
