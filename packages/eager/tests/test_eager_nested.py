@@ -67,6 +67,9 @@ CASES = {
     "select": lambda d: nested(d)[1],
     "chunk": lambda d: nested(d).chunk(2, -1)[1].contiguous(),
     "from_cpu": lambda d: nested("cpu").to(d),
+    "view_from_buffer_copy": lambda d: torch._nested_view_from_buffer_copy(
+        torch.arange(20.0, device=d), *map(torch.tensor, ([[2, 5], [2, 5]], [[5, 1], [5, 1]], [0, 10]))
+    ),
     "from_padded": lambda d: torch._nested_from_padded(
         torch.arange(24.0).reshape(2, 3, 4).to(d), torch.tensor([[3, 4], [2, 4]])
     ),
@@ -139,3 +142,55 @@ def test_views_made_in_inference_mode(view):
             v = make(x)
         results[d] = (v.is_inference(), v._is_view())
     assert results[DEV] == results["cpu"]
+
+
+# Calls that name the CPU make CPU tensors, as CUDA's nested kernels do.
+TO_THE_CPU = {
+    "to": lambda x: x.to("cpu"),
+    "cpu": lambda x: x.cpu(),
+    "to_float64": lambda x: x.to("cpu", torch.float64),
+    "to_like": lambda x: x.to(nested("cpu")),
+    "zeros_like": lambda x: torch.zeros_like(x, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("call", TO_THE_CPU)
+def test_a_call_naming_the_cpu_makes_a_cpu_tensor(call):
+    want, got = TO_THE_CPU[call](nested("cpu")), TO_THE_CPU[call](nested(DEV))
+    assert got.device == want.device == torch.device("cpu")
+    assert torch.equal(got._nested_tensor_size(), want._nested_tensor_size())
+    torch.testing.assert_close(got.to_padded_tensor(0), want.to_padded_tensor(0))
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+@pytest.mark.parametrize(("src", "dst"), [("cpu", DEV), (DEV, "cpu")])
+def test_copy_between_the_cpu_and_openreg(src, dst, non_blocking):
+    target = torch.nested.nested_tensor([torch.zeros(3, 4), torch.zeros(2, 4)], device=dst)
+    target.copy_(nested(src), non_blocking=non_blocking)
+    torch.openreg.synchronize()
+    assert target.device.type == dst
+    torch.testing.assert_close(target.to_padded_tensor(0).cpu(), nested("cpu").to_padded_tensor(0))
+
+
+RANDOM = {
+    "normal_": lambda x: x.normal_(),
+    "randn_like": torch.randn_like,
+    "dropout": lambda x: F.dropout(x, 0.5, training=True),
+}
+
+
+@pytest.mark.parametrize("op", RANDOM)
+def test_random_ops_draw_from_openregs_generator(op):
+    """As CUDA's draw from CUDA's: the same openreg seed gives the same numbers whatever the CPU's, which is left
+    untouched."""
+    draws = []
+    for cpu_seed in (1, 2):
+        torch.manual_seed(cpu_seed)
+        torch.openreg.manual_seed(7)
+        x = nested(DEV)
+        cpu_state = torch.get_rng_state()
+        draws.append(RANDOM[op](x).to_padded_tensor(0).cpu())
+        assert torch.equal(torch.get_rng_state(), cpu_state)
+    assert torch.equal(draws[0], draws[1])
+    torch.openreg.manual_seed(8)
+    assert not torch.equal(RANDOM[op](nested(DEV)).to_padded_tensor(0).cpu(), draws[0])

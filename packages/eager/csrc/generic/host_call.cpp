@@ -12,15 +12,20 @@
 
 namespace openreg::eager {
 
-namespace {
+at::Generator device_generator(const c10::IValue& arg, c10::DeviceIndex device) {
+  at::Generator gen = arg.isNone() ? glue::default_generator(device) : arg.toGenerator();
+  TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a generator on openreg, but got one on ",
+              gen.device());
+  return gen;
+}
 
-// The numbers of one launch, from the device generator (which moves on, so the
-// next launch draws fresh ones whatever this one consumes).
-at::Generator take_state(const at::Generator& device_generator) {
-  auto* dev = dynamic_cast<glue::Generator*>(device_generator.unsafeGetGeneratorImpl());
-  TORCH_CHECK(dev != nullptr, "expected an openreg generator, but got another on ", device_generator.device());
+at::Generator take_state(const at::Generator& gen) {
+  auto* dev = dynamic_cast<glue::Generator*>(gen.unsafeGetGeneratorImpl());
+  TORCH_CHECK(dev != nullptr, "expected an openreg generator, but got another on ", gen.device());
   return dev->take_launch();
 }
+
+namespace {
 
 at::Tensor read_now(const at::Tensor& t) {
   // Python numbers arrive as fresh wrapped tensors that nothing else holds.
@@ -62,10 +67,7 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
   n_inputs_ = static_cast<int>(values_.size());
   std::optional<at::Generator> gen;
   if (generator_arg >= 0) {
-    const auto& g = args[generator_arg];
-    gen = g.isNone() ? glue::default_generator(device) : g.toGenerator();
-    TORCH_CHECK(gen->device().type() == c10::DeviceType::PrivateUse1,
-                "expected a generator on openreg, but got one on ", gen->device());
+    gen = device_generator(args[generator_arg], device);
     snapshot_ = take_state(*gen);
   }
   Stream& stream = openreg::current_stream(device);

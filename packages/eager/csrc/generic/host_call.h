@@ -19,6 +19,14 @@
 
 namespace openreg::eager {
 
+// The openreg generator a call draws from: its Generator? argument `arg`, or
+// the device's default generator when that is None.
+at::Generator device_generator(const c10::IValue& arg, c10::DeviceIndex device);
+// The numbers of one launch, from `gen` (which moves on, so the
+// next launch draws fresh ones whatever this one consumes): a generator the
+// CPU's kernels take.
+at::Generator take_state(const at::Generator& gen);
+
 class HostCall {
  public:
   // `generator_arg`: index of the op's Generator? argument, or -1. A call run

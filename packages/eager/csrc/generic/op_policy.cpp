@@ -133,6 +133,8 @@ constexpr OpPolicy kTable[] = {
     {"aten::_foreach_sub.ScalarList", P::kOwnKernel, kForeachHalfScalars},
     {"aten::_foreach_sub_.ScalarList", P::kOwnKernel, kForeachHalfScalars},
     {"aten::native_dropout", P::kOwnKernel, "its mask comes from openreg's generator (kernels/dropout.cpp)"},
+    {"aten::_nested_view_from_buffer_copy", P::kOwnKernel,
+     "its result is a nested tensor, whose sizes the generic kernel cannot read (layouts/layout_kernel.cpp)"},
     {"aten::_thnn_fused_lstm_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_lstm_cell_backward_impl", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},
     {"aten::_thnn_fused_gru_cell", P::kOwnKernel, "CUDA's fused RNN cells (kernels/rnn_cells.cpp)"},

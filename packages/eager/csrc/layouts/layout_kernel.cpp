@@ -17,6 +17,7 @@
 
 #include "../generic/at_call.h"
 #include "../generic/cuda_dtypes.h"
+#include "../generic/host_call.h"
 #include "../generic/kernel.h"
 #include "../generic/op_info.h"
 #include "../generic/results.h"
@@ -29,12 +30,16 @@ namespace openreg::eager {
 namespace {
 
 // Runs `op`'s CPU kernel on host views of `args` and leaves its results on
-// the device.
+// the device, unless the call names another device for them (nt.to("cpu")).
 torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
   const auto& schema = op.schema();
+  const OpInfo& info = op_info(op);
   HostTensors host(device);
   torch::jit::Stack stack;
   for (const auto& a : args) stack.push_back(host.to_host(a));
+  // It draws from openreg's generator, as CUDA's kernels for these layouts draw from CUDA's.
+  if (info.generator_arg >= 0)
+    stack[info.generator_arg] = take_state(device_generator(args[info.generator_arg], device));
   const std::vector<c10::IValue> given(stack.begin(), stack.end());
   HostAccess access(host.touches().data(), host.touches().size());
   glue::WorkerDispatchState as_on_the_device;
@@ -54,8 +59,23 @@ torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::
     const Tensors dev = tensors_of(args[i]), cpu = tensors_of(given[i]);
     for (size_t k = 0; k < dev.size(); ++k) host.write_back(dev[k], cpu[k]);
   }
-  for (auto& v : stack) v = host.to_device(v);
+  const bool elsewhere = info.device_arg >= 0 && args[info.device_arg].isDevice() &&
+                         args[info.device_arg].toDevice().type() != c10::DeviceType::PrivateUse1;
+  if (!elsewhere) {
+    for (auto& v : stack) v = host.to_device(v);
+  }
   return stack;
+}
+
+// copy_ moves a tensor of any layout between the CPU and openreg, as CUDA's
+// does: the device is the openreg side's.
+c10::DeviceIndex device_of(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const bool copy = op.schema().name() == "aten::copy_";
+  for (const auto& a : args) {
+    if (copy && a.isTensor() && a.toTensor().device().type() == c10::DeviceType::PrivateUse1)
+      return a.toTensor().device().index();
+  }
+  return common_device(op, args, op_info(op));
 }
 
 std::string layout_of(c10::ArrayRef<c10::IValue> args) {
@@ -73,7 +93,7 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
-  const c10::DeviceIndex device = common_device(op, args, op_info(op));
+  const c10::DeviceIndex device = device_of(op, args);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   wait_for_queued_work(device, op.schema().name().c_str());
   torch::jit::Stack results;
@@ -145,16 +165,18 @@ const bool g_registered = [] {
   register_sparse_structure(coo, compressed);
   register_quantized_structure(quantized, dense);
   register_quantized_copies(quantized);
+  register_nested_random(nested);
   serve_like_the_cpu(coo, DispatchKey::SparsePrivateUse1, DispatchKey::SparseCPU, /*implicit=*/false);
   serve_like_the_cpu(compressed, DispatchKey::SparseCsrPrivateUse1, DispatchKey::SparseCsrCPU, /*implicit=*/false);
   serve_like_the_cpu(quantized, DispatchKey::QuantizedPrivateUse1, DispatchKey::QuantizedCPU, /*implicit=*/false);
   serve_like_the_cpu(nested, DispatchKey::NestedTensorPrivateUse1, DispatchKey::NestedTensorCPU, /*implicit=*/true);
   // Dense ops whose results are sparse, quantized or nested.
-  for (const char* name : {"quantize_per_tensor", "quantize_per_tensor.tensor_qparams", "quantize_per_tensor.tensors",
-                           "quantize_per_tensor_dynamic", "quantize_per_channel", "_make_per_tensor_quantized_tensor",
-                           "_make_per_channel_quantized_tensor", "_to_sparse", "_to_sparse.sparse_dim",
-                           "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc",
-                           "_nested_from_padded", "_nested_tensor_from_mask", "_nested_view_from_buffer"}) {
+  for (const char* name :
+       {"quantize_per_tensor", "quantize_per_tensor.tensor_qparams", "quantize_per_tensor.tensors",
+        "quantize_per_tensor_dynamic", "quantize_per_channel", "_make_per_tensor_quantized_tensor",
+        "_make_per_channel_quantized_tensor", "_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr", "_to_sparse_csc",
+        "_to_sparse_bsr", "_to_sparse_bsc", "_nested_from_padded", "_nested_tensor_from_mask",
+        "_nested_view_from_buffer", "_nested_view_from_buffer_copy"}) {
     dense.impl(name, torch::CppFunction::makeFromBoxedFunction<&layout_kernel>());
   }
   return true;

@@ -8,5 +8,6 @@ namespace openreg::eager {
 void register_sparse_structure(torch::Library& coo, torch::Library& compressed);
 void register_quantized_structure(torch::Library& quantized, torch::Library& dense);
 void register_quantized_copies(torch::Library& quantized);
+void register_nested_random(torch::Library& nested);
 
 }  // namespace openreg::eager
