@@ -54,6 +54,25 @@ def test_a_half_precision_signal_needs_power_of_two_sizes(call, signal):
             call()
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: torch.fft.ihfft2(torch.zeros(3, 5, dtype=torch.complex32, device=d)),
+        lambda d: torch.fft.ihfftn(torch.zeros(3, 5, dtype=torch.complex32, device=d)),
+        lambda d: torch.ops.aten._fft_r2c(torch.zeros(5, dtype=torch.complex32, device=d), [0], 0, True),
+        lambda d: torch.ops.aten._fft_c2c(torch.zeros(5, dtype=torch.float16, device=d), [0], 0, True),
+        lambda d: torch.ops.aten._fft_c2r(torch.zeros(5, dtype=torch.float16, device=d), [0], 0, 7),
+    ],
+    ids=["ihfft2-complex32", "ihfftn-complex32", "r2c-complex32", "c2c-float16", "c2r-float16"],
+)
+def test_a_signal_of_the_wrong_kind_gets_the_dtype_error_before_the_size_rule(call):
+    """cuFFT's kernels check the input's kind first, as the CPU's do: not the power-of-two rule of their size."""
+    with pytest.raises(Exception) as want:  # noqa: PT011 - the CPU's error is the one compared
+        call("cpu")
+    with pytest.raises(type(want.value), match=re.escape(str(want.value))):
+        call("openreg")
+
+
 def test_padding_to_a_power_of_two_computes_it():
     x = _signal(4, 6)
     expected = torch.fft.fft(x.cpu().float(), n=8).to(torch.complex32)

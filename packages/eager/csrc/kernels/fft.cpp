@@ -33,10 +33,13 @@ void check_half_signal(c10::IntArrayRef signal) {
 }
 
 // _fft_r2c, _fft_c2c, _fft_c2r (and their out=): the signal is the transformed
-// dims of the input, with the real output's length last for c2r.
+// dims of the input, with the real output's length last for c2r. An input of
+// the wrong kind (complex for r2c, real for the others) gets the kernel's
+// dtype error first, as from cuFFT's kernels.
 void fft_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const at::Tensor& self = (*stack)[0].toTensor();
-  if (is_half(self.scalar_type())) {
+  const bool takes_real = op.schema().name() == "aten::_fft_r2c";
+  if (is_half(self.scalar_type()) && self.is_complex() != takes_real) {
     std::vector<int64_t> signal;
     for (const int64_t d : (*stack)[1].toDimVector()) {
       if (d < -self.dim() || d >= self.dim()) return generic_kernel(op, stack);  // the kernel's own error
