@@ -74,6 +74,9 @@ METADATA_ERRORS = {
     "index out of range (IndexError)": _index_out_of_range,
     "matmul shapes": lambda d: torch.ones(2, 3, device=d) @ torch.ones(2, 3, device=d),
     "cat of mismatched shapes": lambda d: torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)]),
+    # The view kept the conjugate bit on a float tensor, and every later use failed at a sync.
+    "view_as_real of a conjugated tensor": lambda d: torch.view_as_real(
+        torch.tensor([1 + 2j, 3 - 4j], device=d).conj()),
 }
 
 
@@ -161,6 +164,11 @@ VALUES = {
                                             torch.tensor([-130], device=d)),
     # Its composite kernel called the CPU's DispatchStub, which has no openreg kernel (an internal assert).
     "conj_physical_ complex64": lambda d: torch.tensor([1 + 2j, -3j, 4.0], device=d).conj_physical_(),
+    # Views of tensors with their math bits set, which a view op's meta kernel sees too.
+    "imag of a conjugated tensor": lambda d: torch.tensor([1 + 2j, 3 - 4j], device=d).conj().imag,
+    "view_as_real of a resolved conjugate": lambda d: torch.view_as_real(
+        torch.tensor([1 + 2j, 3 - 4j], device=d).conj().resolve_conj()),
+    "view of a negated tensor": lambda d: torch.tensor([1 + 2j, 3 - 4j], device=d).conj().imag.view(2, 1),
 }
 
 

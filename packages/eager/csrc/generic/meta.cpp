@@ -101,7 +101,11 @@ at::Tensor to_meta(const at::Tensor& t) {
     span += (t.size(d) - 1) * t.stride(d);
   }
   auto base = at::empty({std::max<int64_t>(span, 0)}, t.options().device(at::kMeta));
-  return base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+  at::Tensor meta = base.as_strided(t.sizes(), t.strides(), t.storage_offset());
+  // The math bits too: some kernels refuse them (view_as_real of a conjugated tensor).
+  meta._set_conj(t.is_conj());
+  meta._set_neg(t.is_neg());
+  return meta;
 }
 
 c10::IValue to_meta(const c10::IValue& v) {
