@@ -861,3 +861,55 @@ def test_reductions_give_the_cpus_bits_whatever_the_host_does_meanwhile(module):
     for busy in (True, False, True):
         got = grads(dev, x.to("openreg"), grad.to("openreg"), busy)
         assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True)), busy
+
+
+def _nested(d):
+    return torch.nested.nested_tensor([torch.ones(2, 3), torch.full((1, 3), 2.0)], device=d)
+
+
+def _quantized(d):
+    return torch.quantize_per_tensor(torch.arange(4.0, device=d), 0.5, 0, torch.qint8)
+
+
+def _members(t):
+    """The tensor's device and those of the memory it is made of."""
+    if t.is_nested:
+        parts = [t.values()]
+    elif t.layout == torch.sparse_coo:
+        parts = [t._indices(), t._values()]
+    else:
+        parts = []
+    storage = [] if t.is_nested or t.layout != torch.strided else [t.untyped_storage().device]
+    return {t.device, *(p.device for p in parts), *storage}
+
+
+def _dense(t):
+    return t.to_padded_tensor(0) if t.is_nested else t.to_dense() if t.is_sparse else t.dequantize()
+
+
+# Sparse, quantized and nested tensors made for another openreg device than the current one: ATen's kernels for
+# them make them on the current device unless a device guard switches first, as CUDA's generated wrappers do.
+ON_DEVICE_1 = {
+    "nested .to": (lambda: _nested("openreg").to("openreg:1"), _nested("cpu").to_padded_tensor(0)),
+    "nested zeros_like": (lambda: torch.zeros_like(_nested("openreg"), device="openreg:1"), torch.zeros(2, 2, 3)),
+    "sparse .to": (lambda: torch.eye(2, device="openreg").to_sparse().to("openreg:1"), torch.eye(2)),
+    "sparse from the CPU": (lambda: torch.eye(2).to_sparse().to("openreg:1"), torch.eye(2)),
+    "sparse empty": (lambda: torch.empty(2, 2, layout=torch.sparse_coo, device="openreg:1"), torch.zeros(2, 2)),
+    "sparse empty_like": (lambda: torch.empty_like(torch.eye(2, device="openreg:1").to_sparse()), torch.zeros(2, 2)),
+    "quantized empty": (lambda: torch._empty_affine_quantized([4], scale=0.5, zero_point=0, dtype=torch.qint8,
+                                                              device="openreg:1"), None),
+    "quantized from the CPU": (lambda: _quantized("cpu").to("openreg:1"), _quantized("cpu").dequantize()),
+    "quantized .to": (lambda: _quantized("openreg").to("openreg:1"), _quantized("cpu").dequantize()),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the strided nested API is a prototype
+@pytest.mark.parametrize("case", ON_DEVICE_1)
+def test_layout_tensors_are_made_on_the_device_the_call_names(case):
+    if torch.openreg.device_count() < 2:
+        pytest.skip("needs two openreg devices")
+    make, values = ON_DEVICE_1[case]
+    result = make()
+    assert _members(result) == {torch.device("openreg", 1)}
+    if values is not None:
+        assert_close(_dense(result).cpu(), values)

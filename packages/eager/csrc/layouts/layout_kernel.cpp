@@ -29,8 +29,14 @@
 namespace openreg::eager {
 namespace {
 
+// The device the call names for its results (nt.to("cpu"), nt.to("openreg:1")), if any.
+std::optional<c10::Device> named_device(c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  if (info.device_arg < 0 || !args[info.device_arg].isDevice()) return std::nullopt;
+  return args[info.device_arg].toDevice();
+}
+
 // Runs `op`'s CPU kernel on host views of `args` and leaves its results on
-// the device, unless the call names another device for them (nt.to("cpu")).
+// openreg device `device`, unless the call names the CPU for them.
 torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
   const auto& schema = op.schema();
   const OpInfo& info = op_info(op);
@@ -59,9 +65,8 @@ torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::
     const Tensors dev = tensors_of(args[i]), cpu = tensors_of(given[i]);
     for (size_t k = 0; k < dev.size(); ++k) host.write_back(dev[k], cpu[k]);
   }
-  const bool elsewhere = info.device_arg >= 0 && args[info.device_arg].isDevice() &&
-                         args[info.device_arg].toDevice().type() != c10::DeviceType::PrivateUse1;
-  if (!elsewhere) {
+  const auto named = named_device(args, info);
+  if (!named || named->type() == c10::DeviceType::PrivateUse1) {
     for (auto& v : stack) v = host.to_device(v);
   }
   return stack;
@@ -94,11 +99,14 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
   const c10::DeviceIndex device = device_of(op, args);
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+  const auto named = named_device(args, op_info(op));
+  const c10::DeviceIndex target =
+      named && named->type() == c10::DeviceType::PrivateUse1 && named->has_index() ? named->index() : device;
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target));
   wait_for_queued_work(device, op.schema().name().c_str());
   torch::jit::Stack results;
   try {
-    results = run_on_host(op, args, device);
+    results = run_on_host(op, args, target);
   } catch (const c10::NotImplementedError& e) {
     const std::string what = e.what_without_backtrace();
     if (what.rfind("Could not run", 0) != 0) throw;

@@ -1,6 +1,7 @@
-// Copies of quantized tensors between the CPU and openreg. copy_ hands
-// devices it does not know to _copy_from before its quantized handling, so
-// the CPU's copy_ runs here on host views: it quantizes a float source with
+// Copies of quantized tensors between the CPU and openreg, or two openreg
+// devices. copy_ hands devices it does not know to _copy_from before its
+// quantized handling, so the CPU's copy_ runs here on host views: it
+// quantizes a float source with
 // the destination's quantizer, or gives the destination the source's. The
 // destination's quantizer then keeps its tensors on its own device, so a CPU
 // tensor never reads device memory.
@@ -19,12 +20,10 @@ namespace {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   const c10::Device device = dst.is_cpu() ? self.device() : dst.device();
-  TORCH_CHECK(self.is_cpu() || dst.is_cpu() || self.device() == dst.device(),
-              "copy_: quantized tensors are copied "
-              "between the CPU and an openreg device or within one device, not from ",
-              self.device(), " to ", dst.device());
   c10::DeviceGuard guard(device);
-  wait_for_queued_work(device.index(), "a copy of a quantized tensor");
+  for (const at::Tensor* t : {&self, &dst}) {
+    if (!t->is_cpu()) wait_for_queued_work(t->device().index(), "a copy of a quantized tensor");
+  }
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   HostTensors host(device.index());
   at::Tensor to = host.to_host(dst), from = host.to_host(self);

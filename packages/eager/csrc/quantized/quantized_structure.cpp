@@ -15,6 +15,7 @@
 #include <ATen/ops/qscheme_native.h>
 #include <torch/library.h>
 
+#include "../layouts/on_named_device.h"
 #include "../layouts/registration.h"
 
 namespace openreg::eager {
@@ -26,11 +27,12 @@ void register_quantized_structure(torch::Library& quantized, torch::Library& den
   quantized.impl("q_per_channel_zero_points", &at::native::q_per_channel_zero_points);
   quantized.impl("q_per_channel_axis", &at::native::q_per_channel_axis);
   quantized.impl("qscheme", &at::native::qscheme_quant);
-  quantized.impl("empty.memory_format", &at::native::empty_unknown_quantized);
-  quantized.impl("empty_like", &at::native::empty_like_quantized);
-  quantized.impl("empty_quantized", &at::native::empty_quantized);
-  quantized.impl("_empty_affine_quantized", &at::native::empty_affine_quantized);
-  quantized.impl("_empty_per_channel_affine_quantized", &at::native::empty_per_channel_affine_quantized);
+  quantized.impl("empty.memory_format", &OnNamedDevice<&at::native::empty_unknown_quantized>::call);
+  quantized.impl("empty_like", &OnNamedDevice<&at::native::empty_like_quantized>::call);
+  quantized.impl("empty_quantized", &OnNamedDevice<&at::native::empty_quantized>::call);
+  quantized.impl("_empty_affine_quantized", &OnNamedDevice<&at::native::empty_affine_quantized>::call);
+  quantized.impl("_empty_per_channel_affine_quantized",
+                 &OnNamedDevice<&at::native::empty_per_channel_affine_quantized>::call);
   // A factory given a dtype that is not quantized (or none) reaches the dense key: the CPU's kernel for it
   // raises, and so does openreg's (q.to(torch.float32) asks _to_copy for a quantized float tensor).
   dense.impl("_empty_affine_quantized", &at::native::empty_affine_quantized_other_backends_stub);

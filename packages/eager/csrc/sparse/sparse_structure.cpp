@@ -32,14 +32,16 @@
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
 
+#include "../layouts/on_named_device.h"
 #include "../layouts/registration.h"
 
 namespace openreg::eager {
 
 void register_sparse_structure(torch::Library& coo, torch::Library& compressed) {
-  coo.impl("_sparse_coo_tensor_with_dims_and_tensors", &at::native::new_with_dims_and_tensor_sparse_symint);
-  coo.impl("empty.memory_format", &at::native::empty_sparse_symint);
-  coo.impl("empty_like", &at::native::empty_like_sparse_coo);
+  coo.impl("_sparse_coo_tensor_with_dims_and_tensors",
+           &OnNamedDevice<&at::native::new_with_dims_and_tensor_sparse_symint>::call);
+  coo.impl("empty.memory_format", &OnNamedDevice<&at::native::empty_sparse_symint>::call);
+  coo.impl("empty_like", &OnNamedDevice<&at::native::empty_like_sparse_coo>::call);
   coo.impl("_indices", &at::native::_indices_sparse);
   coo.impl("_values", &at::native::_values_sparse);
   coo.impl("indices", &at::native::indices_sparse);
@@ -57,8 +59,8 @@ void register_sparse_structure(torch::Library& coo, torch::Library& compressed) 
   coo.impl("copy_", &at::native::copy_sparse_wrapper_);
   coo.impl("copy_sparse_to_sparse_", &at::native::copy_sparse_);
   coo.impl("_to_dense", &at::native::sparse_to_dense);
-  compressed.impl("empty.memory_format", &at::native::empty_sparse_compressed_symint);
-  compressed.impl("empty_like", &at::native::empty_like_sparse_csr);
+  compressed.impl("empty.memory_format", &OnNamedDevice<&at::native::empty_sparse_compressed_symint>::call);
+  compressed.impl("empty_like", &OnNamedDevice<&at::native::empty_like_sparse_csr>::call);
   compressed.impl("crow_indices", &at::native::crow_indices_sparse_csr);
   compressed.impl("col_indices", &at::native::col_indices_sparse_csr);
   compressed.impl("ccol_indices", &at::native::ccol_indices_sparse_csr);
