@@ -1,9 +1,11 @@
 """Nested tensors (torch.strided and torch.jagged layouts) on openreg behave as on the CPU: each case runs the same
 call on both devices and compares the result (device, nested sizes and padded values), or the exception's type and
-message. Strided nested tensors run the CPU's NestedTensorCPU kernels over device memory; jagged ones are dense
-tensors underneath."""
+message. Strided nested tensors run the CPU's NestedTensorCPU kernels over device memory (and ATen's nested
+kernels that CUDA runs too); jagged ones are dense tensors underneath."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
@@ -194,3 +196,51 @@ def test_random_ops_draw_from_openregs_generator(op):
     assert torch.equal(draws[0], draws[1])
     torch.openreg.manual_seed(8)
     assert not torch.equal(RANDOM[op](nested(DEV)).to_padded_tensor(0).cpu(), draws[0])
+
+
+def _vectors(d):
+    g = torch.Generator().manual_seed(3)
+    return torch.nested.nested_tensor([torch.randn(3, generator=g).to(d), torch.randn(2, generator=g).to(d)])
+
+
+def _rows(d, *shape):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(2)).to(d)
+
+
+# CUDA's branch for a nested [B, *, D] or [B, *] and a dense [B, 1, D] or [B, 1]: the CPU refuses the pair.
+ROW_OPS = {
+    "add 3-d": (lambda d: nested(d) + _rows(d, 2, 1, 4), lambda a, b: a + b, (2, 1, 4)),
+    "mul 3-d": (lambda d: nested(d) * _rows(d, 2, 1, 4), lambda a, b: a * b, (2, 1, 4)),
+    "add 3-d, alpha": (lambda d: torch.add(nested(d), _rows(d, 2, 1, 4), alpha=3), lambda a, b: a + 3 * b, (2, 1, 4)),
+    "add 2-d": (lambda d: _vectors(d) + _rows(d, 2, 1), lambda a, b: a + b, (2, 1)),
+    "mul 2-d": (lambda d: _vectors(d) * _rows(d, 2, 1), lambda a, b: a * b, (2, 1)),
+}
+
+
+@pytest.mark.parametrize("case", ROW_OPS)
+def test_a_dense_row_per_component_is_computed_as_on_cuda(case):
+    call, per_component, shape = ROW_OPS[case]
+    with pytest.raises(RuntimeError, match="Expected both self and other to be nested"):
+        call("cpu")
+    got = call(DEV)
+    assert got.is_nested and got.device.type == DEV
+    components = (nested if len(shape) == 3 else _vectors)("cpu").unbind()
+    rows = _rows("cpu", *shape)
+    for g, c, r in zip(got.unbind(), components, rows, strict=True):
+        torch.testing.assert_close(g.cpu(), per_component(c, r))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: nested(d) - _rows(d, 2, 1, 4),
+        lambda d: nested(d) + _rows(d, 2, 1, 3),
+        lambda d: nested(d) + _rows(d, 4),
+    ],
+    ids=["sub", "other width", "1-d other"],
+)
+def test_other_dense_operands_are_refused_as_on_the_cpu(call):
+    with pytest.raises(RuntimeError) as want:
+        call("cpu")
+    with pytest.raises(RuntimeError, match=re.escape(str(want.value).splitlines()[0])):
+        call(DEV)

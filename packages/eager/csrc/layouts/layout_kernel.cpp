@@ -174,6 +174,7 @@ const bool g_registered = [] {
   register_quantized_structure(quantized, dense);
   register_quantized_copies(quantized);
   register_nested_random(nested);
+  register_nested_dense(nested);
   serve_like_the_cpu(coo, DispatchKey::SparsePrivateUse1, DispatchKey::SparseCPU, /*implicit=*/false);
   serve_like_the_cpu(compressed, DispatchKey::SparseCsrPrivateUse1, DispatchKey::SparseCsrCPU, /*implicit=*/false);
   serve_like_the_cpu(quantized, DispatchKey::QuantizedPrivateUse1, DispatchKey::QuantizedCPU, /*implicit=*/false);
