@@ -29,23 +29,32 @@
 namespace openreg::eager {
 namespace {
 
-// The device the call names for its results (nt.to("cpu"), nt.to("openreg:1")), if any.
-std::optional<c10::Device> named_device(c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
-  if (info.device_arg < 0 || !args[info.device_arg].isDevice()) return std::nullopt;
-  return args[info.device_arg].toDevice();
+// Where the results go: the openreg device the call names (nt.to("openreg:1")),
+// else the arguments' one; nowhere else where it names the CPU (nt.to("cpu")):
+// they stay where the CPU's kernel made them.
+struct Target {
+  c10::DeviceIndex device;
+  bool on_device;
+};
+
+Target target_of(c10::ArrayRef<c10::IValue> args, const OpInfo& info, c10::DeviceIndex device) {
+  if (info.device_arg < 0 || !args[info.device_arg].isDevice()) return {device, true};
+  const c10::Device named = args[info.device_arg].toDevice();
+  if (named.type() != c10::DeviceType::PrivateUse1) return {device, false};
+  return {named.has_index() ? named.index() : device, true};
 }
 
-// Runs `op`'s CPU kernel on host views of `args` and leaves its results on
-// openreg device `device`, unless the call names the CPU for them.
-torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
+// Runs `op`'s CPU kernel on host views of `args` and leaves its results at `target`.
+torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
+                              Target target) {
   const auto& schema = op.schema();
-  const OpInfo& info = op_info(op);
-  HostTensors host(device);
+  HostTensors host(target.device);
   torch::jit::Stack stack;
   for (const auto& a : args) stack.push_back(host.to_host(a));
   // It draws from openreg's generator, as CUDA's kernels for these layouts draw from CUDA's.
-  if (info.generator_arg >= 0)
-    stack[info.generator_arg] = take_state(device_generator(args[info.generator_arg], device));
+  if (info.generator_arg >= 0) {
+    stack[info.generator_arg] = take_state(device_generator(args[info.generator_arg], target.device));
+  }
   const std::vector<c10::IValue> given(stack.begin(), stack.end());
   HostAccess access(host.touches().data(), host.touches().size());
   glue::WorkerDispatchState as_on_the_device;
@@ -65,22 +74,23 @@ torch::jit::Stack run_on_host(const c10::OperatorHandle& op, c10::ArrayRef<c10::
     const Tensors dev = tensors_of(args[i]), cpu = tensors_of(given[i]);
     for (size_t k = 0; k < dev.size(); ++k) host.write_back(dev[k], cpu[k]);
   }
-  const auto named = named_device(args, info);
-  if (!named || named->type() == c10::DeviceType::PrivateUse1) {
+  if (target.on_device) {
     for (auto& v : stack) v = host.to_device(v);
   }
   return stack;
 }
 
-// copy_ moves a tensor of any layout between the CPU and openreg, as CUDA's
-// does: the device is the openreg side's.
-c10::DeviceIndex device_of(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  const bool copy = op.schema().name() == "aten::copy_";
-  for (const auto& a : args) {
-    if (copy && a.isTensor() && a.toTensor().device().type() == c10::DeviceType::PrivateUse1)
-      return a.toTensor().device().index();
+// The arguments' device. copy_ moves a tensor of any layout between the CPU
+// and openreg, as CUDA's does: its device is the openreg side's.
+c10::DeviceIndex device_of(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  if (op.schema().name() == "aten::copy_") {
+    for (const auto& a : args) {
+      if (a.isTensor() && a.toTensor().device().type() == c10::DeviceType::PrivateUse1) {
+        return a.toTensor().device().index();
+      }
+    }
   }
-  return common_device(op, args, op_info(op));
+  return common_device(op, args, info);
 }
 
 std::string layout_of(c10::ArrayRef<c10::IValue> args) {
@@ -98,15 +108,14 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
-  const c10::DeviceIndex device = device_of(op, args);
-  const auto named = named_device(args, op_info(op));
-  const c10::DeviceIndex target =
-      named && named->type() == c10::DeviceType::PrivateUse1 && named->has_index() ? named->index() : device;
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target));
+  const OpInfo& info = op_info(op);
+  const c10::DeviceIndex device = device_of(op, args, info);
+  const Target target = target_of(args, info, device);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target.device));
   wait_for_queued_work(device, op.schema().name().c_str());
   torch::jit::Stack results;
   try {
-    results = run_on_host(op, args, target);
+    results = run_on_host(op, args, info, target);
   } catch (const c10::NotImplementedError& e) {
     const std::string what = e.what_without_backtrace();
     if (what.rfind("Could not run", 0) != 0) throw;

@@ -95,7 +95,7 @@ void mark_started() { g_started.store(true, std::memory_order_release); }
 void ensure_started() {
   // A layer that makes a tensor while it loads must not start the layers again.
   thread_local bool starting = false;
-  if (starting || g_started.load(std::memory_order_acquire)) return;
+  if (g_started.load(std::memory_order_acquire) || starting) return;
   starting = true;
   try {
     start();
