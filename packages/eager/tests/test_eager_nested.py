@@ -174,6 +174,23 @@ def test_copy_between_the_cpu_and_openreg(src, dst, non_blocking):
     torch.testing.assert_close(target.to_padded_tensor(0).cpu(), nested("cpu").to_padded_tensor(0))
 
 
+@pytest.mark.parametrize(("src", "dst"), [("openreg:1", "openreg:0"), ("openreg:0", "openreg:1")])
+def test_copy_between_devices_reads_the_source_after_its_queued_work(src, dst):
+    """The copy runs at the call, as every op of these layouts: after the work still queued on either device."""
+    buf = torch.arange(18, dtype=torch.float32, device=src)
+    source = torch._nested_view_from_buffer(
+        buf, torch.tensor([[3, 4], [2, 3]]), torch.tensor([[4, 1], [3, 1]]), torch.tensor([0, 12])
+    )
+    target = torch.nested.nested_tensor([torch.zeros(3, 4), torch.zeros(2, 3)], device=dst)
+    buf.mul_(2)  # the signature runs once at the call, then is queued
+    with torch.openreg.device(torch.device(src).index):
+        torch.openreg._sleep(200)  # a busy source stream: the next write is still queued at the copy
+        buf.mul_(2)
+    target.copy_(source)
+    want = torch.arange(18, dtype=torch.float32) * 4
+    torch.testing.assert_close(torch.cat([t.flatten() for t in target.to("cpu").unbind()]), want)
+
+
 RANDOM = {
     "normal_": lambda x: x.normal_(),
     "randn_like": torch.randn_like,

@@ -13,6 +13,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <string>
 
 #include "../generic/at_call.h"
@@ -104,6 +105,22 @@ std::string layout_of(c10::ArrayRef<c10::IValue> args) {
   return "strided";
 }
 
+// The host reads and writes device memory here, after the queued work of
+// every device the call touches: copy_ reads one device and writes another,
+// and results made on a named device take blocks its queued work may still use.
+void wait_for_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, const char* call) {
+  c10::SmallVector<c10::DeviceIndex, 2> devices{target};
+  for (const auto& a : args) {
+    for (const at::Tensor& t : tensors_of(a)) {
+      if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) continue;
+      if (std::find(devices.begin(), devices.end(), t.device().index()) == devices.end()) {
+        devices.push_back(t.device().index());
+      }
+    }
+  }
+  for (const c10::DeviceIndex d : devices) wait_for_queued_work(d, call);
+}
+
 void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   use_canonical_tensor_lists(*stack, n);
@@ -112,7 +129,7 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex device = device_of(op, args, info);
   const Target target = target_of(args, info, device);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target.device));
-  wait_for_queued_work(device, op.schema().name().c_str());
+  wait_for_devices(args, target.device, op.schema().name().c_str());
   torch::jit::Stack results;
   try {
     results = run_on_host(op, args, info, target);
