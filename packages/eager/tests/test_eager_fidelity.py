@@ -913,3 +913,27 @@ def test_layout_tensors_are_made_on_the_device_the_call_names(case):
     assert _members(result) == {torch.device("openreg", 1)}
     if values is not None:
         assert_close(_dense(result).cpu(), values)
+
+
+NO_CPU_KERNEL = {
+    "sparse": lambda d: torch.eye(2, device=d).to_sparse(),
+    "sparse compressed": lambda d: torch.eye(2, device=d).to_sparse_csr(),
+    "quantized": _quantized,
+    "nested": _nested,
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the strided nested API is a prototype
+@pytest.mark.parametrize("layout", NO_CPU_KERNEL)
+def test_an_op_the_cpu_has_no_kernel_for_raises_the_dispatchers_error(layout):
+    """The CPU's first sentence, naming openreg's dispatch key where the CPU's names its own (as CUDA's names
+    SparseCUDA), so that code matching it sees the same; then how to go on."""
+    raised = {}
+    for d in ("cpu", "openreg"):
+        with pytest.raises(NotImplementedError) as info:
+            torch.cumsum(NO_CPU_KERNEL[layout](d), 0)
+        raised[d] = str(info.value)
+    key = re.search(r"from the '(\w*)CPU' backend\.", raised["cpu"])
+    first = raised["cpu"][: key.end()].replace(key.group(0), f"from the '{key.group(1)}PrivateUse1' backend.")
+    assert raised["openreg"].startswith(first)
+    assert f"openreg runs the CPU's kernels for its {layout} tensors" in raised["openreg"]

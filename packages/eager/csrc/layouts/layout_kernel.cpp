@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "../generic/at_call.h"
 #include "../generic/cuda_dtypes.h"
@@ -94,15 +95,36 @@ c10::DeviceIndex device_of(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
   return common_device(op, args, info);
 }
 
-std::string layout_of(c10::ArrayRef<c10::IValue> args) {
+// The arguments' layout, and how to leave it.
+std::pair<const char*, const char*> layout_of(c10::ArrayRef<c10::IValue> args) {
   for (const auto& a : args) {
-    if (!a.isTensor()) continue;
+    if (!a.isTensor() || !a.toTensor().defined()) continue;
     const at::Tensor& t = a.toTensor();
-    if (t.defined() && t.is_quantized()) return "quantized";
-    if (t.defined() && t.is_nested()) return "nested";
-    if (t.defined() && t.layout() != at::kStrided) return c10::str(t.layout());
+    if (t.is_quantized()) return {"quantized", ".dequantize()"};
+    if (t.is_nested()) return {"nested", ".to_padded_tensor() or .unbind()"};
+    if (t.layout() == at::kSparse) return {"sparse", ".to_dense()"};
+    if (t.layout() != at::kStrided) return {"sparse compressed", ".to_dense()"};
   }
-  return "strided";
+  return {"dense", ".cpu()"};
+}
+
+// The CPU's "Could not run 'op' with arguments from the 'SparseCPU' backend."
+// naming openreg's key, as CUDA's names SparseCUDA.
+std::string as_openregs(std::string what) {
+  using c10::DispatchKey;
+  static constexpr std::pair<DispatchKey, DispatchKey> kKeys[] = {
+      {DispatchKey::SparseCPU, DispatchKey::SparsePrivateUse1},
+      {DispatchKey::SparseCsrCPU, DispatchKey::SparseCsrPrivateUse1},
+      {DispatchKey::QuantizedCPU, DispatchKey::QuantizedPrivateUse1},
+      {DispatchKey::NestedTensorCPU, DispatchKey::NestedTensorPrivateUse1},
+      {DispatchKey::CPU, DispatchKey::PrivateUse1}};
+  what = what.substr(0, what.find(". ") + 1);
+  for (const auto& [cpu, mine] : kKeys) {
+    const std::string from = c10::str("'", cpu, "' backend"), to = c10::str("'", mine, "' backend");
+    const auto at = what.find(from);
+    if (at != std::string::npos) return what.replace(at, from.size(), to);
+  }
+  return what;
 }
 
 // The host reads and writes device memory here, after the queued work of
@@ -136,13 +158,10 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } catch (const c10::NotImplementedError& e) {
     const std::string what = e.what_without_backtrace();
     if (what.rfind("Could not run", 0) != 0) throw;
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "'", op.schema().operator_name(), "' is not supported for openreg ",
-                                layout_of(args),
-                                " tensors: openreg runs the CPU's kernels for them, and the CPU "
-                                "has none for these arguments (",
-                                what.substr(0, what.find('\n')),
-                                "). Convert "
-                                "them first (.to_dense(), .dequantize()) or run the op on the CPU.");
+    const auto [layout, remedy] = layout_of(args);
+    TORCH_CHECK_NOT_IMPLEMENTED(false, as_openregs(what), " openreg runs the CPU's kernels for its ", layout,
+                                " tensors, and the CPU has none for these arguments: convert them first (", remedy,
+                                ") or run the op on the CPU.");
   }
   torch::jit::drop(*stack, n);
   for (auto& r : results) stack->push_back(std::move(r));
