@@ -320,3 +320,13 @@ def test_sparse_mul_computes_what_cuda_computes(case):
 def test_tensors_on_two_devices_raise():
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         coo(DEV) + coo("cpu")
+
+
+def test_indices_and_values_on_two_devices_are_refused_as_on_cuda():
+    """ATen makes this check for CUDA's tensors alone; openreg's failed an internal assert of the sparse tensor."""
+    if torch.openreg.device_count() < 2:
+        pytest.skip("needs two openreg devices")
+    with pytest.raises(RuntimeError, match=r"^device of indices \(0\) must match device of values \(1\)$"):
+        torch.sparse_coo_tensor(torch.tensor([[0, 1]], device="openreg:0"), torch.ones(2, device="openreg:1"), (2,))
+    made = torch.sparse_coo_tensor(torch.tensor([[0, 1]], device="openreg:1"), torch.ones(2, device="openreg:1"), (2,))
+    assert made.device == made._values().device == torch.device("openreg:1")

@@ -36,10 +36,26 @@
 #include "../layouts/registration.h"
 
 namespace openreg::eager {
+namespace {
+
+// ATen refuses indices and values on two devices only where they are CUDA's;
+// openreg's failed an internal assert of the tensor's instead. CUDA's check.
+at::Tensor coo_of_dims_and_tensors(int64_t sparse_dim, int64_t dense_dim, c10::SymIntArrayRef size,
+                                   const at::Tensor& indices, const at::Tensor& values,
+                                   std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                                   std::optional<at::Device> device, std::optional<bool> pin_memory,
+                                   std::optional<bool> is_coalesced) {
+  TORCH_CHECK(indices.device().type() != values.device().type() || indices.device() == values.device(),
+              "device of indices (", static_cast<int>(indices.get_device()), ") must match device of values (",
+              static_cast<int>(values.get_device()), ")");
+  return at::native::new_with_dims_and_tensor_sparse_symint(sparse_dim, dense_dim, size, indices, values, dtype, layout,
+                                                            device, pin_memory, is_coalesced);
+}
+
+}  // namespace
 
 void register_sparse_structure(torch::Library& coo, torch::Library& compressed) {
-  coo.impl("_sparse_coo_tensor_with_dims_and_tensors",
-           &OnNamedDevice<&at::native::new_with_dims_and_tensor_sparse_symint>::call);
+  coo.impl("_sparse_coo_tensor_with_dims_and_tensors", &OnNamedDevice<&coo_of_dims_and_tensors>::call);
   coo.impl("empty.memory_format", &OnNamedDevice<&at::native::empty_sparse_symint>::call);
   coo.impl("empty_like", &OnNamedDevice<&at::native::empty_like_sparse_coo>::call);
   coo.impl("_indices", &at::native::_indices_sparse);
