@@ -4,6 +4,8 @@ The reference is OpInfo's own dtype lists: each case's dtype is one OpInfo lists
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -96,3 +98,26 @@ def test_a_dtype_cuda_has_no_kernel_for_is_refused_at_the_call(case):
 def test_the_dtypes_cuda_computes_are_computed(case):
     _, _, _, call = CASES[case]
     assert_close(call(torch.float32, "openreg").cpu(), call(torch.float32, "cpu"))
+
+
+# Layouts: (the op, the layout's dispatch key without its backend, a call of it on a device)
+LAYOUT_CASES = {
+    "nested sum over a dimension": ("aten::sum.dim_IntList", "NestedTensor", lambda d: torch.nested.nested_tensor(
+        [torch.ones(2, 3), torch.ones(1, 3)], device=d).sum(-1, keepdim=True)),
+    "CSR sparse.mm with a reduction": ("aten::_sparse_mm_reduce_impl", "SparseCsr", lambda d: torch.sparse.mm(
+        torch.eye(3, device=d).to_sparse_csr(), torch.ones(3, 2, device=d), "sum")),
+}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the strided nested API is a prototype
+@pytest.mark.parametrize("case", LAYOUT_CASES)
+def test_a_layout_kernel_cuda_lacks_is_refused_at_the_call(case):
+    op, layout, call = LAYOUT_CASES[case]
+    if torch._C._dispatch_has_kernel_for_dispatch_key("aten::mm", "CUDA"):  # a CUDA build's dispatcher knows
+        has = torch._C._dispatch_has_computed_kernel_for_dispatch_key
+        assert has(op, f"{layout}CPU") and not has(op, f"{layout}CUDA")
+    call("cpu")  # the CPU computes it
+    with pytest.raises(NotImplementedError, match=re.escape(
+            f"Could not run '{op}' with arguments from the '{layout}PrivateUse1' backend. CUDA has no kernel")):
+        call("openreg")
+    torch.openreg.synchronize()  # nothing was left to fail later

@@ -64,7 +64,6 @@ CASES = {
     "reshape": lambda d: nested(d).reshape(2, -1, 2, 2),
     "view": lambda d: nested(d).view(2, -1, 2, 2),
     "clone": lambda d: nested(d).clone(),
-    "sum_keepdim": lambda d: nested(d).sum(-1, keepdim=True),
     "unbind": lambda d: torch.cat([t.flatten() for t in nested(d).unbind()]),
     "select": lambda d: nested(d)[1],
     "chunk": lambda d: nested(d).chunk(2, -1)[1].contiguous(),
@@ -91,7 +90,6 @@ CASES = {
         *[nested(d, layout=torch.jagged).unflatten(-1, (2, 2)).transpose(1, 2)] * 3
     ).transpose(1, 2),
     # Errors the CPU's kernels raise, raised the same on openreg.
-    "sum_without_keepdim": lambda d: nested(d).sum(-1),
     "matmul_dense": lambda d: torch.matmul(nested(d), weight(d, 4, 5)),
     "eq_nested": lambda d: nested(d) == nested(d),
     "padded_of_noncontiguous": lambda d: nested(d).chunk(2, -1)[1].to_padded_tensor(0),

@@ -237,19 +237,6 @@ def test_sparse_mm_backward():
     assert_same(run)
 
 
-@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
-def test_csr_mm_reduce_backward(reduce):
-    """The CPU kernel keeps amax/amin's indices for backward only when an input requires grad."""
-
-    def run(d):
-        s = dense(d).to_sparse_csr().requires_grad_()
-        m = torch.arange(8.0, device=d).reshape(4, 2).requires_grad_()
-        out = torch.sparse.mm(s, m, reduce)
-        return (out, *torch.autograd.grad(out.sum(), (s, m)))
-
-    assert_same(run)
-
-
 def _raised(fn, d):
     with pytest.raises(Exception) as info:
         fn(d)

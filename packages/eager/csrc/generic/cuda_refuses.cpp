@@ -66,7 +66,26 @@ constexpr Row kTable[] = {
     {"aten::_histogramdd_from_bin_tensors", kAll},
 };
 
+// From the dispatcher of a CUDA build of torch: ops with a kernel for the CPU's layout key and no
+// kernel, composite ones included, for CUDA's.
+struct LayoutRow {
+  std::string_view op;
+  std::string_view overload;
+  c10::DispatchKey key;
+};
+constexpr LayoutRow kLayoutTable[] = {
+    {"aten::sum", "dim_IntList", c10::DispatchKey::NestedTensorPrivateUse1},
+    {"aten::_sparse_mm_reduce_impl", "", c10::DispatchKey::SparseCsrPrivateUse1},
+};
+
 }  // namespace
+
+c10::DispatchKey cuda_lacks_layout_kernel(const c10::OperatorName& op) {
+  for (const LayoutRow& row : kLayoutTable) {
+    if (row.op == op.name && row.overload == op.overload_name) return row.key;
+  }
+  return c10::DispatchKey::Undefined;
+}
 
 uint64_t cuda_refused_dtypes(const c10::OperatorName& op) {
   for (const Row& row : kTable) {

@@ -6,6 +6,7 @@
 // ATen's dispatch macros do. OpInfo's CUDA dtype lists are the reference
 // (test_eager_cuda_refuses.py checks the table against them).
 #include <ATen/core/operator_name.h>
+#include <c10/core/DispatchKey.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -16,5 +17,9 @@ namespace openreg::eager {
 uint64_t cuda_refused_dtypes(const c10::OperatorName& op);
 
 inline bool refused(uint64_t dtypes, c10::ScalarType t) { return (dtypes >> static_cast<int>(t)) & 1u; }
+
+// The layout (its openreg dispatch key) for which the CPU has a kernel of `op` and CUDA none, so that openreg
+// refuses it too (nested sum over a dimension, CSR sparse.mm with a reduction); Undefined for none.
+c10::DispatchKey cuda_lacks_layout_kernel(const c10::OperatorName& op);
 
 }  // namespace openreg::eager

@@ -19,6 +19,7 @@
 
 #include "../generic/at_call.h"
 #include "../generic/cuda_dtypes.h"
+#include "../generic/cuda_refuses.h"
 #include "../generic/host_call.h"
 #include "../generic/kernel.h"
 #include "../generic/op_info.h"
@@ -143,10 +144,24 @@ void wait_for_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, 
   for (const c10::DeviceIndex d : devices) wait_for_queued_work(d, call);
 }
 
+// What CUDA has no kernel for in the arguments' layout is refused with the
+// dispatcher's sentence, as on CUDA, though the CPU has one.
+void refuse_what_cuda_lacks(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  const c10::DispatchKey lacking = cuda_lacks_layout_kernel(op.operator_name());
+  if (lacking == c10::DispatchKey::Undefined) return;
+  for (const auto& a : args) {
+    if (!a.isTensor() || !a.toTensor().key_set().has(lacking)) continue;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.operator_name(), "' with arguments from the '", lacking,
+                                "' backend. CUDA has no kernel for it either; openreg refuses it as CUDA does (the "
+                                "CPU computes it).");
+  }
+}
+
 void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
+  refuse_what_cuda_lacks(op, args);
   const OpInfo& info = op_info(op);
   const c10::DeviceIndex device = device_of(op, args, info);
   const Target target = target_of(args, info, device);
