@@ -100,24 +100,28 @@ def test_the_dtypes_cuda_computes_are_computed(case):
     assert_close(call(torch.float32, "openreg").cpu(), call(torch.float32, "cpu"))
 
 
-# Layouts: (the op, the layout's dispatch key without its backend, a call of it on a device)
-LAYOUT_CASES = {
+# Kernels CUDA has none of: (the op, its dispatch key without the backend, a call of it on a device)
+NO_KERNEL_CASES = {
     "nested sum over a dimension": ("aten::sum.dim_IntList", "NestedTensor", lambda d: torch.nested.nested_tensor(
         [torch.ones(2, 3), torch.ones(1, 3)], device=d).sum(-1, keepdim=True)),
     "CSR sparse.mm with a reduction": ("aten::_sparse_mm_reduce_impl", "SparseCsr", lambda d: torch.sparse.mm(
         torch.eye(3, device=d).to_sparse_csr(), torch.ones(3, 2, device=d), "sum")),
+    "to_mkldnn": ("aten::to_mkldnn", "", lambda d: torch.ones(2, 2, device=d).to_mkldnn()),
+    "_add_relu": ("aten::_add_relu.Tensor", "", lambda d: torch.ops.aten._add_relu(*[torch.ones(2, device=d)] * 2)),
+    "slow_conv3d, whose composite kernel calls it": ("aten::slow_conv3d_forward", "", lambda d: (
+        torch.ops.aten.slow_conv3d(torch.ones(1, 1, 3, 3, 3, device=d), torch.ones(1, 1, 2, 2, 2, device=d), [2] * 3))),
 }
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the strided nested API is a prototype
-@pytest.mark.parametrize("case", LAYOUT_CASES)
-def test_a_layout_kernel_cuda_lacks_is_refused_at_the_call(case):
-    op, layout, call = LAYOUT_CASES[case]
+@pytest.mark.parametrize("case", NO_KERNEL_CASES)
+def test_a_kernel_cuda_lacks_is_refused_at_the_call(case):
+    op, key, call = NO_KERNEL_CASES[case]
     if torch._C._dispatch_has_kernel_for_dispatch_key("aten::mm", "CUDA"):  # a CUDA build's dispatcher knows
         has = torch._C._dispatch_has_computed_kernel_for_dispatch_key
-        assert has(op, f"{layout}CPU") and not has(op, f"{layout}CUDA")
+        assert has(op, f"{key}CPU") and not has(op, f"{key}CUDA")
     call("cpu")  # the CPU computes it
     with pytest.raises(NotImplementedError, match=re.escape(
-            f"Could not run '{op}' with arguments from the '{layout}PrivateUse1' backend. CUDA has no kernel")):
+            f"Could not run '{op}' with arguments from the '{key}PrivateUse1' backend. CUDA has no kernel")):
         call("openreg")
     torch.openreg.synchronize()  # nothing was left to fail later

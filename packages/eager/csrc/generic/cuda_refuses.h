@@ -18,8 +18,11 @@ uint64_t cuda_refused_dtypes(const c10::OperatorName& op);
 
 inline bool refused(uint64_t dtypes, c10::ScalarType t) { return (dtypes >> static_cast<int>(t)) & 1u; }
 
-// The layout (its openreg dispatch key) for which the CPU has a kernel of `op` and CUDA none, so that openreg
-// refuses it too (nested sum over a dimension, CSR sparse.mm with a reduction); Undefined for none.
-c10::DispatchKey cuda_lacks_layout_kernel(const c10::OperatorName& op);
+// The openreg dispatch key (PrivateUse1, or a layout's) for which the CPU has a kernel of `op` and CUDA none, so
+// that openreg refuses it too (`to_mkldnn`, nested sum over a dimension, CSR sparse.mm with a reduction); Undefined
+// for none.
+c10::DispatchKey cuda_lacks_kernel(const c10::OperatorName& op);
+// Raises the dispatcher's NotImplementedError for `op` and `key`, as CUDA's dispatcher does for its key.
+[[noreturn]] void refuse_as_cuda_lacks(const c10::OperatorName& op, c10::DispatchKey key);
 
 }  // namespace openreg::eager

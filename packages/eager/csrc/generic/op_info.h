@@ -60,6 +60,8 @@ struct OpInfo {
   bool takes_zero_tensors = false;
   // The dtypes of its first tensor argument that CUDA has no kernel for (cuda_refuses.h).
   uint64_t cuda_refused = 0;
+  // CUDA has no kernel for it at all (cuda_refuses.h): refused before anything else, as by CUDA's dispatcher.
+  bool cuda_lacks_kernel = false;
 };
 
 const OpInfo& op_info(const c10::OperatorHandle& op);

@@ -144,16 +144,13 @@ void wait_for_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, 
   for (const c10::DeviceIndex d : devices) wait_for_queued_work(d, call);
 }
 
-// What CUDA has no kernel for in the arguments' layout is refused with the
-// dispatcher's sentence, as on CUDA, though the CPU has one.
+// What CUDA has no kernel for in the arguments' layout is refused, as on
+// CUDA, though the CPU has one.
 void refuse_what_cuda_lacks(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  const c10::DispatchKey lacking = cuda_lacks_layout_kernel(op.operator_name());
+  const c10::DispatchKey lacking = cuda_lacks_kernel(op.operator_name());
   if (lacking == c10::DispatchKey::Undefined) return;
   for (const auto& a : args) {
-    if (!a.isTensor() || !a.toTensor().key_set().has(lacking)) continue;
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.operator_name(), "' with arguments from the '", lacking,
-                                "' backend. CUDA has no kernel for it either; openreg refuses it as CUDA does (the "
-                                "CPU computes it).");
+    if (a.isTensor() && a.toTensor().key_set().has(lacking)) refuse_as_cuda_lacks(op.operator_name(), lacking);
   }
 }
 
