@@ -152,6 +152,21 @@ def test_its_gradients_too(op, dtype):
         )
 
 
+@pytest.mark.parametrize("fn", [torch.sigmoid, torch.tanh], ids=["sigmoid", "tanh"])
+def test_complex32_gradients_of_ops_whose_backward_reads_their_result(fn):
+    """OpInfo's gradient tests cover float16 and bfloat16 only; CUDA's sigmoid_backward and tanh_backward also take
+    complex32. The reference: complex64, from the result rounded to complex32 as the backward reads it."""
+    x = torch.tensor([0.5 + 0.25j, -1.0 + 2.0j, 0.0 - 0.5j], dtype=torch.complex32)
+    grad = torch.tensor([1.0 - 1.0j, 0.5 + 0.0j, 2.0 + 1.0j], dtype=torch.complex32)
+    dev = x.to("openreg").requires_grad_()
+    (got,) = torch.autograd.grad(fn(dev), dev, grad.to("openreg"))
+    result = fn(x.to(torch.complex64)).to(torch.complex32).to(torch.complex64)
+    backward = torch.ops.aten.sigmoid_backward if fn is torch.sigmoid else torch.ops.aten.tanh_backward
+    want = backward(grad.to(torch.complex64), result).to(torch.complex32)
+    assert got.dtype == torch.complex32
+    torch.testing.assert_close(got.cpu().to(torch.complex64), want.to(torch.complex64), rtol=2e-3, atol=2e-3)
+
+
 @pytest.mark.parametrize(
     "call",
     [

@@ -1,6 +1,7 @@
 """Dtypes the CPU computes where CUDA has no kernel (csrc/generic/cuda_refuses.cpp): openreg refuses them at the
 call, as CUDA does, so that code which passes on the CPU and fails on CUDA fails on openreg too (an integer matmul).
-The reference is OpInfo's own dtype lists: each case's dtype is one OpInfo lists for the CPU and not for CUDA."""
+The reference is OpInfo's own dtype lists: each case's dtype is one OpInfo does not list for CUDA, and the CPU
+computes the case."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ CASES = {
                                                                                 _t(2, 4, dtype=dt, device=d))),
     "conv1d": ("nn.functional.conv1d", "", torch.int64, lambda dt, d: F.conv1d(_t(1, 2, 6, dtype=dt, device=d),
                                                                                 _t(3, 2, 3, dtype=dt, device=d))),
+    # OpInfo lists int64 alone for the CPU, which computes every integer convolution but dilated ones.
+    "conv2d int32": ("nn.functional.conv2d", "", torch.int32, lambda dt, d: F.conv2d(
+        _t(1, 2, 4, 4, dtype=dt, device=d), _t(3, 2, 3, 3, dtype=dt, device=d))),
+    "bilinear": ("nn.functional.bilinear", "", torch.int32, lambda dt, d: F.bilinear(
+        _t(2, 3, dtype=dt, device=d), _t(2, 4, dtype=dt, device=d), _t(5, 3, 4, dtype=dt, device=d))),
+    "native_dropout_backward": ("native_dropout_backward", "", torch.bool, lambda dt, d: (
+        torch.ops.aten.native_dropout_backward(_t(4, dtype=dt, device=d), _t(4, dtype=torch.bool, device=d), 2.0))),
     "conv_transpose2d": ("nn.functional.conv_transpose2d", "", torch.int64,
                          lambda dt, d: F.conv_transpose2d(_t(1, 2, 4, 4, dtype=dt, device=d),
                                                           _t(2, 3, 3, 3, dtype=dt, device=d))),
@@ -87,7 +95,7 @@ def _opinfo(name, variant):
 def test_a_dtype_cuda_has_no_kernel_for_is_refused_at_the_call(case):
     name, variant, dtype, call = CASES[case]
     op = _opinfo(name, variant)
-    assert dtype in op.supported_dtypes("cpu") and dtype not in op.supported_dtypes("cuda")
+    assert dtype not in op.supported_dtypes("cuda")
     call(dtype, "cpu")  # the CPU computes it
     with pytest.raises(NotImplementedError, match=r"not implemented for '\w+' on CUDA, which has no kernel for it"):
         call(dtype, "openreg")

@@ -41,6 +41,8 @@ constexpr Row kTable[] = {
     {"aten::sqrt", T::ComplexHalf, T::ComplexFloat},
     {"aten::rsqrt", T::ComplexHalf, T::ComplexFloat},
     {"aten::sigmoid", T::ComplexHalf, T::ComplexFloat},
+    {"aten::sigmoid_backward", T::ComplexHalf, T::ComplexFloat},  // their gradients, as CUDA's kernels do
+    {"aten::tanh_backward", T::ComplexHalf, T::ComplexFloat},
     {"aten::angle", T::ComplexHalf, T::ComplexFloat},
     {"aten::div", T::ComplexHalf, T::ComplexFloat},
     {"aten::pow", T::ComplexHalf, T::ComplexFloat},

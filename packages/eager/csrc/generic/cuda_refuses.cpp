@@ -43,7 +43,8 @@ constexpr Row kTable[] = {
     {"aten::addmv_", kIntegers},
     {"aten::dot", kIntegers},
     {"aten::vdot", kIntegers},
-    {"aten::convolution", mask({ScalarType::Long})},  // convolution_overrideable's CPU equivalent
+    {"aten::convolution", kIntegers},                            // convolution_overrideable's CPU equivalent
+    {"aten::_trilinear", kIntegers | mask({ScalarType::Bool})},  // bilinear's: its bmm is cuBLAS's on CUDA
     {"aten::max_pool2d_with_indices", kIntegers},
     {"aten::max_pool3d_with_indices", kIntegers},
     {"aten::avg_pool2d", mask({ScalarType::Long})},
@@ -60,6 +61,7 @@ constexpr Row kTable[] = {
     {"aten::angle", kHalves},
 #endif
     {"aten::histc", kHalves},
+    {"aten::native_dropout_backward", kIntegers | mask({ScalarType::Bool})},
     {"aten::histogram", kAll},
     {"aten::_histogramdd_bin_edges", kAll},
     {"aten::_histogramdd_from_bin_cts", kAll},
