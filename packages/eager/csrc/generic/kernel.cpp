@@ -343,7 +343,8 @@ void refuse_what_cuda_refuses(const c10::OperatorHandle& op, c10::ArrayRef<c10::
 
 Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const OpInfo& info = op_info(op);
-  if (info.cuda_lacks_kernel) refuse_as_cuda_lacks(op.operator_name(), c10::DispatchKey::PrivateUse1);
+  if (info.cuda_lacks_kernel == c10::DispatchKey::PrivateUse1)
+    refuse_as_cuda_lacks(op.operator_name(), info.cuda_lacks_kernel);
   const c10::DeviceIndex device = common_device(op, args, info);
   c10::DeviceGuard guard(c10::Device(kOpenreg, device));
   TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'", op.schema().operator_name(),

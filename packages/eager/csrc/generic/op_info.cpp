@@ -98,7 +98,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   info.takes_zero_tensors = op.hasKernelForDispatchKey(c10::DispatchKey::ZeroTensor);
   info.cuda_refused = cuda_refused_dtypes(schema.operator_name());
-  info.cuda_lacks_kernel = cuda_lacks_kernel(schema.operator_name()) == c10::DispatchKey::PrivateUse1;
+  info.cuda_lacks_kernel = cuda_lacks_kernel(schema.operator_name());
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on
   // every device (_nested_view_from_buffer takes them).
   const bool nested_metadata = schema.argumentIndexWithName("nested_size").has_value();

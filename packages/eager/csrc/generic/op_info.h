@@ -60,8 +60,9 @@ struct OpInfo {
   bool takes_zero_tensors = false;
   // The dtypes of its first tensor argument that CUDA has no kernel for (cuda_refuses.h).
   uint64_t cuda_refused = 0;
-  // CUDA has no kernel for it at all (cuda_refuses.h): refused before anything else, as by CUDA's dispatcher.
-  bool cuda_lacks_kernel = false;
+  // The openreg key (PrivateUse1 or a layout's) CUDA has no kernel of it for (cuda_refuses.h), Undefined for
+  // none: refused before anything else, as by CUDA's dispatcher.
+  c10::DispatchKey cuda_lacks_kernel = c10::DispatchKey::Undefined;
 };
 
 const OpInfo& op_info(const c10::OperatorHandle& op);

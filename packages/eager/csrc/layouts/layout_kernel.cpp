@@ -113,14 +113,11 @@ std::pair<const char*, const char*> layout_of(c10::ArrayRef<c10::IValue> args) {
 // naming openreg's key, as CUDA's names SparseCUDA.
 std::string as_openregs(std::string what) {
   using c10::DispatchKey;
-  static constexpr std::pair<DispatchKey, DispatchKey> kKeys[] = {
-      {DispatchKey::SparseCPU, DispatchKey::SparsePrivateUse1},
-      {DispatchKey::SparseCsrCPU, DispatchKey::SparseCsrPrivateUse1},
-      {DispatchKey::QuantizedCPU, DispatchKey::QuantizedPrivateUse1},
-      {DispatchKey::NestedTensorCPU, DispatchKey::NestedTensorPrivateUse1},
-      {DispatchKey::CPU, DispatchKey::PrivateUse1}};
   what = what.substr(0, what.find(". ") + 1);
-  for (const auto& [cpu, mine] : kKeys) {
+  for (const DispatchKey cpu : {DispatchKey::SparseCPU, DispatchKey::SparseCsrCPU, DispatchKey::QuantizedCPU,
+                                DispatchKey::NestedTensorCPU, DispatchKey::CPU}) {
+    const DispatchKey mine =
+        c10::toRuntimePerBackendFunctionalityKey(c10::toFunctionalityKey(cpu), c10::BackendComponent::PrivateUse1Bit);
     const std::string from = c10::str("'", cpu, "' backend"), to = c10::str("'", mine, "' backend");
     const auto at = what.find(from);
     if (at != std::string::npos) return what.replace(at, from.size(), to);
@@ -146,11 +143,12 @@ void wait_for_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, 
 
 // What CUDA has no kernel for in the arguments' layout is refused, as on
 // CUDA, though the CPU has one.
-void refuse_what_cuda_lacks(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  const c10::DispatchKey lacking = cuda_lacks_kernel(op.operator_name());
-  if (lacking == c10::DispatchKey::Undefined) return;
+void refuse_what_cuda_lacks(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  if (info.cuda_lacks_kernel == c10::DispatchKey::Undefined) return;
   for (const auto& a : args) {
-    if (a.isTensor() && a.toTensor().key_set().has(lacking)) refuse_as_cuda_lacks(op.operator_name(), lacking);
+    if (a.isTensor() && a.toTensor().key_set().has(info.cuda_lacks_kernel)) {
+      refuse_as_cuda_lacks(op.operator_name(), info.cuda_lacks_kernel);
+    }
   }
 }
 
@@ -158,8 +156,8 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   use_canonical_tensor_lists(*stack, n);
   auto args = torch::jit::last(*stack, n);
-  refuse_what_cuda_lacks(op, args);
   const OpInfo& info = op_info(op);
+  refuse_what_cuda_lacks(op, args, info);
   const c10::DeviceIndex device = device_of(op, args, info);
   const Target target = target_of(args, info, device);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target.device));
