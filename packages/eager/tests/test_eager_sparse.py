@@ -317,3 +317,59 @@ def test_indices_and_values_on_two_devices_are_refused_as_on_cuda():
         torch.sparse_coo_tensor(torch.tensor([[0, 1]], device="openreg:0"), torch.ones(2, device="openreg:1"), (2,))
     made = torch.sparse_coo_tensor(torch.tensor([[0, 1]], device="openreg:1"), torch.ones(2, device="openreg:1"), (2,))
     assert made.device == made._values().device == torch.device("openreg:1")
+
+
+def _widened(t):
+    return t.to(torch.float32) if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+HALF_PRODUCTS = {  # call(make sparse, a, b, c): CUDA's cuSPARSE computes these in float16 and bfloat16
+    "csr_mm_dense": lambda sp, a, b, c: torch.mm(sp(a), b),
+    "dense_mm_csr": lambda sp, a, b, c: torch.mm(b.t(), sp(a.t())),
+    "csr_mm_csr": lambda sp, a, b, c: torch.mm(sp(a), sp(b)),
+    "addmm": lambda sp, a, b, c: torch.addmm(c, sp(a), b, beta=0.5, alpha=2.0),
+    "sparse_addmm": lambda sp, a, b, c: torch.sparse.addmm(c, sp(a), b),
+    "mv": lambda sp, a, b, c: torch.mv(sp(a), b[:, 0]),
+    "sampled_addmm": lambda sp, a, b, c: torch.sparse.sampled_addmm(sp(c), b.t(), a.t(), beta=0.5, alpha=2.0),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("case", "layout"), [(case, layout) for case in HALF_PRODUCTS
+                                              for layout in (torch.sparse_csr, torch.sparse_csc)
+                                              if not (case == "sampled_addmm" and layout == torch.sparse_csc)])
+def test_compressed_products_in_half_precision_are_computed_as_cuda_computes_them(case, layout, dtype):
+    """The CPU's MKL products refuse float16 and bfloat16; cuSPARSE computes them in float and rounds once
+    (test_sparse_csr.py's CUDA dtypes). The reference: the CPU in float32 from the same rounded inputs.
+    (sampled_addmm takes CSR alone, on every device.)"""
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(4, 6, generator=gen).relu().to(dtype), torch.randn(6, 4, generator=gen).to(dtype)
+    c = torch.randn(4, 4, generator=gen).relu().to(dtype)
+    call = HALF_PRODUCTS[case]
+
+    def sp(t):
+        return t.to_sparse(layout=layout)
+
+    with pytest.raises(NotImplementedError if case != "sampled_addmm" else RuntimeError):
+        call(sp, a, b, c)  # the CPU does not compute it
+    got = call(sp, *(t.to(DEV) for t in (a, b, c)))
+    want = call(sp, *map(_widened, (a, b, c)))
+    assert (got.layout, got.dtype) == (want.layout, dtype)
+    torch.testing.assert_close(got.to_dense().cpu(), want.to_dense().to(dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sampled_addmm_gradients_in_half_precision(dtype):
+    gen = torch.Generator().manual_seed(1)
+    a, b = torch.randn(4, 6, generator=gen).to(dtype), torch.randn(6, 3, generator=gen).to(dtype)
+    mask = torch.randn(4, 3, generator=gen).relu().to(dtype)
+
+    def grads(device, wide):
+        leaves = [(_widened(t) if wide else t).to(device).requires_grad_() for t in (a, b)]
+        m = (_widened(mask) if wide else mask).to(device).to_sparse_csr()
+        torch.sparse.sampled_addmm(m, *leaves).to_dense().sum().backward()
+        return [leaf.grad.cpu() for leaf in leaves]
+
+    for got, want in zip(grads(DEV, False), grads("cpu", True), strict=True):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, want.to(dtype), rtol=0, atol=0)

@@ -76,6 +76,17 @@ constexpr Row kTable[] = {
     {"aten::multilabel_margin_loss_backward", T::Half, T::Float},
     {"aten::multilabel_margin_loss_backward", T::BFloat16, T::Float},
     {"aten::rrelu_with_noise", T::Half, T::Float},
+    // cuSPARSE computes products of a CSR or CSC matrix in them (in float: SpMM, SpMV, SDDMM), MKL in neither
+    {"aten::mm", T::Half, T::Float, true},
+    {"aten::mm", T::BFloat16, T::Float, true},
+    {"aten::addmm", T::Half, T::Float, true},
+    {"aten::addmm", T::BFloat16, T::Float, true},
+    {"aten::mv", T::Half, T::Float, true},
+    {"aten::mv", T::BFloat16, T::Float, true},
+    {"aten::addmv", T::Half, T::Float, true},
+    {"aten::addmv", T::BFloat16, T::Float, true},
+    {"aten::sparse_sampled_addmm", T::Half, T::Float, true},
+    {"aten::sparse_sampled_addmm", T::BFloat16, T::Float, true},
     {"aten::mul", T::Bool, T::Byte, true},  // CUDA's sparse intersection kernel takes it, the CPU's loops not
 };
 
@@ -96,8 +107,11 @@ std::optional<T> wider(const std::vector<std::pair<T, T>>& pairs, T dtype) {
 
 bool is_tensor(const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); }
 
+// COO, CSR or CSC: block layouts keep the CPU's errors (README).
 bool is_sparse(const c10::IValue& v) {
-  return is_tensor(v) && (v.toTensor().is_sparse() || v.toTensor().is_sparse_csr());
+  if (!is_tensor(v)) return false;
+  const c10::Layout layout = v.toTensor().layout();
+  return layout == c10::kSparse || layout == c10::kSparseCsr || layout == c10::kSparseCsc;
 }
 
 bool has_dtype(const torch::jit::Stack& stack, T dtype) {
@@ -128,10 +142,12 @@ const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack
   return nullptr;
 }
 
-// The CPU kernel for `t`'s layout.
-c10::DispatchKeySet cpu_kernel_for(const at::Tensor& t) {
-  if (t.is_sparse()) return c10::DispatchKeySet(c10::DispatchKey::SparseCPU);
-  if (t.is_sparse_csr()) return c10::DispatchKeySet(c10::DispatchKey::SparseCsrCPU);
+// The CPU kernel for the arguments' layout: a sparse one's where there is one (a dense matrix times a CSR one).
+c10::DispatchKeySet cpu_kernel_for(const torch::jit::Stack& args) {
+  for (const auto& v : args) {
+    if (!is_sparse(v)) continue;
+    return c10::DispatchKeySet(v.toTensor().is_sparse() ? c10::DispatchKey::SparseCPU : c10::DispatchKey::SparseCsrCPU);
+  }
   return c10::DispatchKeySet(c10::DispatchKey::CPU);
 }
 
@@ -153,7 +169,7 @@ void call_wider(const c10::OperatorHandle& op, torch::jit::Stack* stack, const R
     widened.emplace_back(v.toTensor(), v.toTensor().to(*wide));
     v = widened.back().second;
   }
-  op.redispatchBoxed(cpu_kernel_for(widened.front().second), &args);
+  op.redispatchBoxed(cpu_kernel_for(args), &args);
   // What the op wrote into a widened argument (in place, out=) goes back into it.
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const auto& alias = schema.arguments()[i].alias_info();
