@@ -49,6 +49,9 @@ CASES = {
         _t(2, 3, dtype=dt, device=d), _t(2, 4, dtype=dt, device=d), _t(5, 3, 4, dtype=dt, device=d))),
     "native_dropout_backward": ("native_dropout_backward", "", torch.bool, lambda dt, d: (
         torch.ops.aten.native_dropout_backward(_t(4, dtype=dt, device=d), _t(4, dtype=torch.bool, device=d), 2.0))),
+    **{f"scatter_reduce {reduce}": ("scatter_reduce", reduce, torch.bool, lambda dt, d, reduce=reduce: (
+        _t(3, dtype=dt, device=d).scatter_reduce(0, torch.tensor([0, 2, 0, 1], device=d), _t(4, dtype=dt, device=d),
+                                                 reduce))) for reduce in ("prod", "amax", "amin")},
     "conv_transpose2d": ("nn.functional.conv_transpose2d", "", torch.int64,
                          lambda dt, d: F.conv_transpose2d(_t(1, 2, 4, 4, dtype=dt, device=d),
                                                           _t(2, 3, 3, 3, dtype=dt, device=d))),
@@ -106,6 +109,17 @@ def test_a_dtype_cuda_has_no_kernel_for_is_refused_at_the_call(case):
 def test_the_dtypes_cuda_computes_are_computed(case):
     _, _, _, call = CASES[case]
     assert_close(call(torch.float32, "openreg").cpu(), call(torch.float32, "cpu"))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
+def test_a_refusal_that_depends_on_the_reduction_leaves_the_others_computed(reduce):
+    """CUDA's scatter_reduce takes bool for a sum (OpInfo lists it), and every reduction of the other dtypes."""
+    dtype = torch.bool if reduce == "sum" else torch.int16
+    assert dtype in _opinfo("scatter_reduce", reduce).supported_dtypes("cuda")
+    index = torch.tensor([[0, 2], [1, 1]])
+    self, src = torch.tensor([[1, 0, 3], [0, 2, 2]]).to(dtype), torch.tensor([[4, 5], [0, 6]]).to(dtype)
+    got = self.to("openreg").scatter_reduce(1, index.to("openreg"), src.to("openreg"), reduce)
+    assert torch.equal(got.cpu(), self.scatter_reduce(1, index, src, reduce))
 
 
 # Kernels CUDA has none of: (the op, its dispatch key without the backend, a call of it on a device)

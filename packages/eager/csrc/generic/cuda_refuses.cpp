@@ -2,6 +2,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <string_view>
 
@@ -24,6 +25,7 @@ constexpr uint64_t kAll = ~uint64_t{0};
 struct Row {
   std::string_view op;  // "aten::name" for every overload
   uint64_t dtypes;
+  std::string_view reductions = {};
 };
 
 // cuBLAS multiplies floating-point matrices only, cuDNN convolves them; CUDA's pooling, upsampling,
@@ -62,6 +64,9 @@ constexpr Row kTable[] = {
 #endif
     {"aten::histc", kHalves},
     {"aten::native_dropout_backward", kIntegers | mask({ScalarType::Bool})},
+    // CUDA's atomic multiply, maximum and minimum take no bool; its sum and mean do
+    {"aten::scatter_reduce", mask({ScalarType::Bool}), "prod amax amin"},
+    {"aten::scatter_reduce_", mask({ScalarType::Bool}), "prod amax amin"},
     {"aten::histogram", kAll},
     {"aten::_histogramdd_bin_edges", kAll},
     {"aten::_histogramdd_from_bin_cts", kAll},
@@ -105,11 +110,20 @@ void refuse_as_cuda_lacks(const c10::OperatorName& op, c10::DispatchKey key) {
                               "computes it).");
 }
 
-uint64_t cuda_refused_dtypes(const c10::OperatorName& op) {
+CudaRefusal cuda_refusal(const c10::OperatorName& op) {
   for (const Row& row : kTable) {
-    if (row.op == op.name) return row.dtypes;
+    if (row.op == op.name) return {row.dtypes, row.reductions};
   }
-  return 0;
+  return {};
+}
+
+bool listed(std::string_view reductions, std::string_view reduce) {
+  for (size_t start = 0; start < reductions.size();) {
+    const size_t end = std::min(reductions.find(' ', start), reductions.size());
+    if (reductions.substr(start, end - start) == reduce) return true;
+    start = end + 1;
+  }
+  return false;
 }
 
 }  // namespace openreg::eager

@@ -10,13 +10,20 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <string_view>
 
 namespace openreg::eager {
 
-// The dtypes CUDA refuses as `op`'s first tensor argument, a bit per ScalarType; 0 for none.
-uint64_t cuda_refused_dtypes(const c10::OperatorName& op);
+struct CudaRefusal {
+  uint64_t dtypes = 0;  // of `op`'s first tensor argument, a bit per ScalarType; 0 for none
+  // The values of its `reduce` argument CUDA refuses them for (scatter_reduce's "prod amax amin"); empty for all.
+  std::string_view reductions;
+};
+CudaRefusal cuda_refusal(const c10::OperatorName& op);
 
 inline bool refused(uint64_t dtypes, c10::ScalarType t) { return (dtypes >> static_cast<int>(t)) & 1u; }
+// Whether `reduce` is one of the space-separated `reductions`.
+bool listed(std::string_view reductions, std::string_view reduce);
 
 // The openreg dispatch key (PrivateUse1, or a layout's) for which the CPU has a kernel of `op` and CUDA none, so
 // that openreg refuses it too (`to_mkldnn`, nested sum over a dimension, CSR sparse.mm with a reduction); Undefined

@@ -97,7 +97,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
   info.cpu_indices_ok = has_policy(schema.operator_name(), Policy::kCpuIndices);
   info.range_from_values = has_policy(schema.operator_name(), Policy::kRangeFromValues);
   info.takes_zero_tensors = op.hasKernelForDispatchKey(c10::DispatchKey::ZeroTensor);
-  info.cuda_refused = cuda_refused_dtypes(schema.operator_name());
+  info.cuda_refused = cuda_refusal(schema.operator_name());
   info.cuda_lacks_kernel = cuda_lacks_kernel(schema.operator_name());
   // A strided nested tensor's sizes, strides and offsets are CPU tensors on
   // every device (_nested_view_from_buffer takes them).

@@ -4,6 +4,8 @@
 // out= overload that lets a functional op write straight into device memory.
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include "cuda_refuses.h"
+
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -59,7 +61,7 @@ struct OpInfo {
   // other op real zeros.
   bool takes_zero_tensors = false;
   // The dtypes of its first tensor argument that CUDA has no kernel for (cuda_refuses.h).
-  uint64_t cuda_refused = 0;
+  CudaRefusal cuda_refused;
   // The openreg key (PrivateUse1 or a layout's) CUDA has no kernel of it for (cuda_refuses.h), Undefined for
   // none: refused before anything else, as by CUDA's dispatcher.
   c10::DispatchKey cuda_lacks_kernel = c10::DispatchKey::Undefined;
