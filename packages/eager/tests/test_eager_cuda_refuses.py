@@ -122,6 +122,28 @@ def test_a_refusal_that_depends_on_the_reduction_leaves_the_others_computed(redu
     assert torch.equal(got.cpu(), self.scatter_reduce(1, index, src, reduce))
 
 
+@pytest.mark.parametrize(("mode", "dtype"), [("max", torch.bfloat16), ("sum", torch.bfloat16), ("mean", torch.bfloat16),
+                                           ("max", torch.float16)])
+def test_embedding_bags_max_gradient_is_refused_in_bfloat16_alone(mode, dtype):
+    """CUDA's EmbeddingBag backward takes bfloat16 for a sum or mean but not for a max (OpInfo's note and CUDA
+    backward dtypes)."""
+    assert torch.bfloat16 not in _opinfo("nn.functional.embedding_bag", "").supported_backward_dtypes("cuda")
+
+    def grad(d):
+        weight = _t(6, 3, dtype=dtype, device=d).requires_grad_()
+        index, offsets = torch.tensor([1, 2, 4, 5, 0], device=d), torch.tensor([0, 2], device=d)
+        F.embedding_bag(index, weight, offsets, mode=mode).sum().backward()
+        return weight.grad
+
+    expected = grad("cpu")
+    if mode == "max" and dtype == torch.bfloat16:
+        with pytest.raises(NotImplementedError, match=r"not implemented for 'BFloat16' on CUDA, which has no kernel"):
+            grad("openreg")
+        torch.openreg.synchronize()
+    else:
+        assert torch.equal(grad("openreg").cpu(), expected)
+
+
 # Kernels CUDA has none of: (the op, its dispatch key without the backend, a call of it on a device)
 NO_KERNEL_CASES = {
     "nested sum over a dimension": ("aten::sum.dim_IntList", "NestedTensor", lambda d: torch.nested.nested_tensor(

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 namespace openreg::eager {
@@ -25,7 +26,8 @@ constexpr uint64_t kAll = ~uint64_t{0};
 struct Row {
   std::string_view op;  // "aten::name" for every overload
   uint64_t dtypes;
-  std::string_view reductions = {};
+  std::string_view arg = {};  // CudaRefusal's
+  std::string_view values = {};
 };
 
 // cuBLAS multiplies floating-point matrices only, cuDNN convolves them; CUDA's pooling, upsampling,
@@ -65,8 +67,9 @@ constexpr Row kTable[] = {
     {"aten::histc", kHalves},
     {"aten::native_dropout_backward", kIntegers | mask({ScalarType::Bool})},
     // CUDA's atomic multiply, maximum and minimum take no bool; its sum and mean do
-    {"aten::scatter_reduce", mask({ScalarType::Bool}), "prod amax amin"},
-    {"aten::scatter_reduce_", mask({ScalarType::Bool}), "prod amax amin"},
+    {"aten::scatter_reduce", mask({ScalarType::Bool}), "reduce", "prod amax amin"},
+    {"aten::scatter_reduce_", mask({ScalarType::Bool}), "reduce", "prod amax amin"},
+    {"aten::_embedding_bag_dense_backward", mask({ScalarType::BFloat16}), "mode", "2"},  // mode='max'
     {"aten::histogram", kAll},
     {"aten::_histogramdd_bin_edges", kAll},
     {"aten::_histogramdd_from_bin_cts", kAll},
@@ -112,15 +115,22 @@ void refuse_as_cuda_lacks(const c10::OperatorName& op, c10::DispatchKey key) {
 
 CudaRefusal cuda_refusal(const c10::OperatorName& op) {
   for (const Row& row : kTable) {
-    if (row.op == op.name) return {row.dtypes, row.reductions};
+    if (row.op == op.name) return {row.dtypes, row.arg, row.values};
   }
   return {};
 }
 
-bool listed(std::string_view reductions, std::string_view reduce) {
-  for (size_t start = 0; start < reductions.size();) {
-    const size_t end = std::min(reductions.find(' ', start), reductions.size());
-    if (reductions.substr(start, end - start) == reduce) return true;
+bool refused_for_argument(const CudaRefusal& refusal, const c10::FunctionSchema& schema,
+                          c10::ArrayRef<c10::IValue> args, std::string* why) {
+  if (refusal.arg.empty()) return true;
+  const c10::IValue& value = args[*schema.argumentIndexWithName(refusal.arg)];
+  const std::string given = value.isString() ? value.toStringRef() : std::to_string(value.toInt());
+  for (size_t start = 0; start < refusal.values.size();) {
+    const size_t end = std::min(refusal.values.find(' ', start), refusal.values.size());
+    if (refusal.values.substr(start, end - start) == given) {
+      *why = " with " + std::string(refusal.arg) + "=" + (value.isString() ? "'" + given + "'" : given);
+      return true;
+    }
     start = end + 1;
   }
   return false;

@@ -327,12 +327,8 @@ void refuse_what_cuda_refuses(const c10::OperatorHandle& op, c10::ArrayRef<c10::
   if (info.cuda_refused.dtypes == 0) return;
   const auto first = std::find_if(args.begin(), args.end(), [](const c10::IValue& a) { return a.isTensor(); });
   if (first == args.end() || !refused(info.cuda_refused.dtypes, first->toTensor().scalar_type())) return;
-  std::string reduce;
-  if (!info.cuda_refused.reductions.empty()) {
-    reduce = args[*op.schema().argumentIndexWithName("reduce")].toStringRef();
-    if (!listed(info.cuda_refused.reductions, reduce)) return;
-    reduce = " with reduce='" + reduce + "'";
-  }
+  std::string deciding;
+  if (!refused_for_argument(info.cuda_refused, op.schema(), args, &deciding)) return;
   if (!meta_checked) {
     // A check of the meta kernel's fails (not a missing meta kernel): the CPU kernel raises it, first, as CUDA does.
     try {
@@ -342,7 +338,7 @@ void refuse_what_cuda_refuses(const c10::OperatorHandle& op, c10::ArrayRef<c10::
       return;
     }
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", op.schema().name().substr(6), "\"", reduce, " not implemented for '",
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", op.schema().name().substr(6), "\"", deciding, " not implemented for '",
                               c10::toString(first->toTensor().scalar_type()),
                               "' on CUDA, which has no kernel for it; openreg refuses it too (the CPU computes it)");
 }
