@@ -210,13 +210,16 @@ def test_broadcasting_copy_matches_cpu():
     assert_close(d.cpu(), expect)
 
 
-def test_copy_shape_mismatch_is_an_error():
-    with pytest.raises(RuntimeError):
-        torch.empty(3, 4).copy_(torch.ones(5))  # the CPU behaviour
-    with pytest.raises(RuntimeError):
-        torch.empty(3, 4, device="openreg").copy_(torch.ones(5))
-    with pytest.raises(RuntimeError):
-        torch.empty(5).copy_(torch.ones(3, 4, device="openreg"))
+@pytest.mark.parametrize(("dst", "src"), [((3, 4), (5,)), ((2, 3), (3, 3)), ((2, 1), (2, 3)), ((3,), (0,)),
+                                          ((1, 3), (1, 1, 3))])
+@pytest.mark.parametrize("devices", [("openreg", "openreg"), ("openreg", "cpu"), ("cpu", "openreg")])
+def test_copy_shape_mismatch_raises_the_cpus_error(dst, src, devices):
+    """TensorIterator's sentences: the destination broadcast with the source, which it may not resize."""
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.empty(dst).copy_(torch.ones(src))
+    with pytest.raises(RuntimeError) as on_openreg:
+        torch.empty(dst, device=devices[0]).copy_(torch.ones(src, device=devices[1]))
+    assert str(on_openreg.value) == str(on_cpu.value)
 
 
 @pytest.mark.parametrize("where", ["openreg:0", "openreg:1"])

@@ -106,9 +106,11 @@ void copy_between_devices(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  // Checked here, not in the task, so a bad call fails at the call.
-  TORCH_CHECK(at::is_expandable_to(self.sizes(), dst.sizes()), "copy_: a tensor of shape ", self.sizes(),
-              " cannot be broadcast to the destination's shape ", dst.sizes());
+  // Checked here, not in the task, so a bad call fails at the call, with the sentences of the CPU's
+  // TensorIterator, which broadcasts the destination with the source and refuses to resize the destination.
+  const auto shape = at::infer_size_dimvector(dst.sizes(), self.sizes());
+  TORCH_CHECK(dst.sizes() == c10::IntArrayRef(shape), "output with shape ", dst.sizes(),
+              " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
   if (dst.numel() == 0) return dst;
   // The CPU's copy_ checks these before writing (its TensorIterator does).
   at::assert_no_internal_overlap(dst);
