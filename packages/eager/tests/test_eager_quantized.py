@@ -4,6 +4,9 @@ values."""
 
 from __future__ import annotations
 
+import copy
+import io
+
 import pytest
 import torch
 
@@ -56,6 +59,13 @@ def assert_same(fn):
             torch.testing.assert_close(d.cpu(), c, rtol=0, atol=0)
 
 
+def _saved_and_loaded(q, map_location=None):
+    buffer = io.BytesIO()
+    torch.save(q, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, map_location=map_location)
+
+
 CASES = {
     "per_tensor_quint8": lambda d: per_tensor(d),
     "per_tensor_qint8": lambda d: per_tensor(d, torch.qint8),
@@ -79,6 +89,12 @@ CASES = {
     "copy_from_float": lambda d: per_tensor(d).copy_(x(d) * 0.5),
     "make_per_tensor": lambda d: torch._make_per_tensor_quantized_tensor(
         torch.arange(12, device=d, dtype=torch.uint8).reshape(3, 4), 0.5, 2),
+    "saved_and_loaded": lambda d: _saved_and_loaded(per_tensor(d, torch.qint8)),
+    "per_channel_saved_and_loaded": lambda d: _saved_and_loaded(per_channel(d)),
+    "deepcopy": lambda d: copy.deepcopy(per_tensor(d, torch.qint32)),
+    "per_channel_deepcopy": lambda d: copy.deepcopy(per_channel(d, axis=1)),
+    "set_storage": lambda d: torch._empty_affine_quantized([4], scale=0.05, zero_point=3, dtype=torch.quint8,
+                                                           device=d).set_(per_tensor(d).untyped_storage(), 2, [4], [2]),
     "empty_affine": lambda d: torch._empty_affine_quantized([2, 3], scale=0.5, zero_point=1, dtype=torch.quint8,
                                                              device=d).q_scale(),
 }
@@ -101,6 +117,12 @@ def test_copies_between_devices(make):
         torch.testing.assert_close(got, w, rtol=0, atol=0)
     torch.testing.assert_close(back.int_repr(), want.int_repr(), rtol=0, atol=0)
     torch.testing.assert_close(back.dequantize(), want.dequantize(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("make", [per_tensor, per_channel], ids=["per_tensor", "per_channel"])
+def test_a_cpu_checkpoint_loads_onto_the_device(make):
+    """torch.load rebuilds a quantized tensor on its storage's device (set_ of a storage), as on CUDA."""
+    assert_same(lambda d: _saved_and_loaded(make("cpu"), map_location=d))
 
 
 def test_printing():

@@ -13,6 +13,7 @@
 #include <ATen/ops/q_scale_native.h>
 #include <ATen/ops/q_zero_point_native.h>
 #include <ATen/ops/qscheme_native.h>
+#include <ATen/ops/set_native.h>
 #include <torch/library.h>
 
 #include "../layouts/on_named_device.h"
@@ -27,6 +28,8 @@ void register_quantized_structure(torch::Library& quantized, torch::Library& den
   quantized.impl("q_per_channel_zero_points", &at::native::q_per_channel_zero_points);
   quantized.impl("q_per_channel_axis", &at::native::q_per_channel_axis);
   quantized.impl("qscheme", &at::native::qscheme_quant);
+  // torch.load and deepcopy rebuild a quantized tensor on its storage's device.
+  quantized.impl("set_.source_Storage_storage_offset", &at::native::set_storage_quantized_);
   quantized.impl("empty.memory_format", &OnNamedDevice<&at::native::empty_unknown_quantized>::call);
   quantized.impl("empty_like", &OnNamedDevice<&at::native::empty_like_quantized>::call);
   quantized.impl("empty_quantized", &OnNamedDevice<&at::native::empty_quantized>::call);
