@@ -937,3 +937,16 @@ def test_an_op_the_cpu_has_no_kernel_for_raises_the_dispatchers_error(layout):
     first = raised["cpu"][: key.end()].replace(key.group(0), f"from the '{key.group(1)}PrivateUse1' backend.")
     assert raised["openreg"].startswith(first)
     assert f"openreg runs the CPU's kernels for its {layout} tensors" in raised["openreg"]
+
+
+@pytest.mark.parametrize("op", [torch.Tensor.int_repr, torch.Tensor.q_scale, torch.Tensor.q_per_channel_scales],
+                         ids=lambda op: op.__name__)
+def test_a_dense_op_the_cpu_has_no_kernel_for_raises_the_dispatchers_error(op):
+    """The quantized inspectors on a dense tensor: the CPU, and CUDA, have no dense kernel for them."""
+    raised = {}
+    for d in ("cpu", "openreg"):
+        with pytest.raises(NotImplementedError) as info:
+            op(torch.ones(3, device=d))
+        raised[d] = str(info.value)
+    first = raised["cpu"][: raised["cpu"].index(" backend.") + len(" backend.")]
+    assert raised["openreg"].startswith(first.replace("'CPU'", "'PrivateUse1'"))

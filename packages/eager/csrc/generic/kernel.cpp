@@ -349,9 +349,10 @@ Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
     refuse_as_cuda_lacks(op.operator_name(), info.cuda_lacks_kernel);
   const c10::DeviceIndex device = common_device(op, args, info);
   c10::DeviceGuard guard(c10::Device(kOpenreg, device));
-  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "'", op.schema().operator_name(),
-                              "' is not implemented for openreg: it has no CPU kernel "
-                              "for openreg to run on device memory");
+  // The dispatcher's sentence, as CUDA's gives it for an op it has no kernel for (int_repr of a dense tensor).
+  TORCH_CHECK_NOT_IMPLEMENTED(info.has_cpu_kernel, "Could not run '", op.schema().operator_name(),
+                              "' with arguments from the 'PrivateUse1' backend. openreg runs the CPU's kernel of an op "
+                              "on device memory, and the CPU has none for it.");
   if (info.view) return run_view(op, args, info);
   if (info.takes_zero_tensors) {
     if (auto materialized = materialize_zero_tensors(args, info)) return run_op(op, *materialized);
