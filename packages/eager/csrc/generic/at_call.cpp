@@ -64,16 +64,19 @@ bool take_written(const at::Tensor& m, const at::Tensor& c) {
   return true;
 }
 
-// A kernel that fails may have resized its out= tensors first (ATen resizes them before it finds a value it
-// refuses, and refuses a layout before resizing): the caller sees them as the kernel left them (`given`: its
-// arguments).
-void take_written_after_failure(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
-                                const torch::jit::Stack& given) {
+// The caller sees the arguments the kernel wrote as it left them (`given`: its arguments), whether it returns
+// them or not (the fused observer resizes its empty running minimum and maximum, which its meta kernel does not
+// model), and when it fails (ATen resizes out= tensors before it finds a value it refuses). Returns whether
+// anything changed.
+bool take_written_args(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                       const torch::jit::Stack& given) {
+  bool changed = false;
   for (size_t i = 0; i < args.size() && i < given.size(); ++i) {
     const auto* alias = schema.arguments()[i].alias_info();
     if (alias == nullptr || !alias->isWrite() || !args[i].isTensor() || !given[i].isTensor()) continue;
-    if (args[i].toTensor().defined()) take_written(args[i].toTensor(), given[i].toTensor());
+    if (args[i].toTensor().defined()) changed = take_written(args[i].toTensor(), given[i].toTensor()) || changed;
   }
+  return changed;
 }
 
 // Makes what openreg hands back what the CPU kernel left (`out`): an argument
@@ -184,12 +187,13 @@ Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> ar
       // An input a failed task left invalid raises that failure.
       glue::checked([&] { call.guarded(op, {}, std::nullopt, kernel); });
     } catch (...) {
-      take_written_after_failure(op.schema(), args, given);
+      take_written_args(op.schema(), args, given);
       throw;
     }
   }
   if (traced != 0) trace::ran_here(openreg::current_stream(device), op.schema().name().c_str(), traced);
   bool differed = reconcile(info, args, out, results);
+  differed = take_written_args(op.schema(), args, given) || differed;
   if (probing && differed) meta->functional_only = true;  // the out= kernel would write the meta kernel's layout
   if (meta != nullptr && meta->verdict == Verdict::Unverified) {
     for (size_t i = 0; i < args.size() && !differed; ++i) {
