@@ -1,7 +1,10 @@
-"""Quantization-aware training on openreg: fake quantization and its observers compute what the CPU computes."""
+"""Quantization-aware training on openreg: fake quantization and its observers compute what the CPU computes, and
+the dtypes CUDA takes where the CPU refuses them (test_workflow_ops.py's CUDA cases) as CUDA does, in float and
+rounded once."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.ao.quantization as tq
 from torch.testing import assert_close
@@ -63,3 +66,39 @@ def test_a_model_trains_with_the_default_x86_qat_configuration():
     assert dev_state.keys() == cpu_state.keys()
     for key in cpu_state:
         assert_close(dev_state[key], cpu_state[key], msg=key)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_the_fused_observer_takes_half_precision_as_cuda_does(dtype, per_channel):
+    """CUDA's kernel takes float16 and bfloat16 inputs and running statistics, which the CPU's refuses; the
+    reference: the CPU in float32 from the same values, rounded."""
+    x = _x(4, 5).to(dtype)
+    with pytest.raises(RuntimeError, match="expected scalar type Float"):
+        _fused(x, *_state("cpu", dtype, per_channel), per_channel=per_channel)
+    got, want = _state(DEV, dtype, per_channel), _state("cpu", torch.float32, per_channel)
+    for step in range(2):
+        out_dev = _fused(x.to(DEV) * (step + 1), *got, per_channel=per_channel)
+        out_cpu = _fused(x.float() * (step + 1), *want, per_channel=per_channel)
+        assert out_dev.dtype == dtype
+        assert_close(out_dev.cpu(), out_cpu.to(dtype), rtol=0, atol=0)
+        for g, w in zip(got, want, strict=True):
+            assert_close(g.cpu(), w.to(g.dtype), rtol=0, atol=0)
+
+
+def test_learnable_per_channel_fake_quantization_takes_bfloat16_as_cuda_does():
+    """Forward and backward with bfloat16 input, scale and zero point (the CPU's kernel fails an internal assert)."""
+    x, scale, zero_point = (t.to(torch.bfloat16) for t in (_x(2, 3, 4), torch.tensor([0.1, 0.05, 0.2]),
+                                                         torch.tensor([3.0, 0, -2])))
+
+    def run(d, dtype):
+        leaves = [t.detach().to(d, dtype).requires_grad_() for t in (x, scale, zero_point)]
+        out = torch._fake_quantize_learnable_per_channel_affine(*leaves, 1, -128, 127, 1.0)
+        out.backward(torch.ones_like(out))
+        return [out.detach().cpu()] + [leaf.grad.cpu() for leaf in leaves]
+
+    with pytest.raises(RuntimeError):
+        run("cpu", torch.bfloat16)
+    for got, want in zip(run(DEV, torch.bfloat16), run("cpu", torch.float32), strict=True):
+        assert got.dtype == torch.bfloat16
+        assert_close(got, want.to(torch.bfloat16), rtol=0, atol=0)
