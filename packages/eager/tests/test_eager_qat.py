@@ -68,22 +68,57 @@ def test_a_model_trains_with_the_default_x86_qat_configuration():
         assert_close(dev_state[key], cpu_state[key], msg=key)
 
 
+def _moved(running, current, dtype):
+    """The moving average as CUDA's kernel computes it, each operation rounded to `dtype` (PyTorch's own
+    reference in test_workflow_ops.py)."""
+    c = torch.tensor(0.01, dtype=dtype).item()
+    return torch.where(running.isinf(), current, running + c * (current - running))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("per_channel", [False, True])
-def test_the_fused_observer_takes_half_precision_as_cuda_does(dtype, per_channel):
-    """CUDA's kernel takes float16 and bfloat16 inputs and running statistics, which the CPU's refuses; the
-    reference: the CPU in float32 from the same values, rounded."""
+@pytest.mark.parametrize(("per_channel", "symmetric"), [(False, False), (False, True), (True, False), (True, True)])
+def test_the_fused_observer_takes_half_precision_as_cuda_does(dtype, per_channel, symmetric):
+    """CUDA's kernel takes float16 and bfloat16, which the CPU's refuses, and keeps its running statistics in that
+    dtype. The reference: those statistics computed in the dtype, then the CPU's observer in float32 on them."""
     x = _x(4, 5).to(dtype)
     with pytest.raises(RuntimeError, match="expected scalar type Float"):
         _fused(x, *_state("cpu", dtype, per_channel), per_channel=per_channel)
-    got, want = _state(DEV, dtype, per_channel), _state("cpu", torch.float32, per_channel)
-    for step in range(2):
-        out_dev = _fused(x.to(DEV) * (step + 1), *got, per_channel=per_channel)
-        out_cpu = _fused(x.float() * (step + 1), *want, per_channel=per_channel)
-        assert out_dev.dtype == dtype
-        assert_close(out_dev.cpu(), out_cpu.to(dtype), rtol=0, atol=0)
-        for g, w in zip(got, want, strict=True):
-            assert_close(g.cpu(), w.to(g.dtype), rtol=0, atol=0)
+    got = _state(DEV, dtype, per_channel)
+    channels = 4 if per_channel else 1
+    running = [torch.full([channels], v, dtype=dtype) for v in (float("inf"), float("-inf"))]
+    for step in range(3):
+        xs = x * (step + 1)
+        out = torch.fused_moving_avg_obs_fake_quant(
+            xs.to(DEV), torch.tensor([1], device=DEV), torch.tensor([1], device=DEV), *got, 0.01, 0, 255, 0,
+            per_channel, symmetric)
+        current = xs.aminmax(dim=1) if per_channel else xs.aminmax()
+        running = [_moved(r, c, dtype) for r, c in zip(running, current, strict=True)]
+        scale, zero_point = torch.ones(channels), torch.zeros(channels, dtype=torch.int32)
+        want = torch.fused_moving_avg_obs_fake_quant(
+            xs.float(), torch.tensor([0]), torch.tensor([1]), *[r.float() for r in running], scale, zero_point, 0.01,
+            0, 255, 0, per_channel, symmetric)
+        assert out.dtype == dtype
+        assert_close(out.cpu(), want.to(dtype), rtol=0, atol=0)
+        for g, w in zip(got, [*running, scale, zero_point], strict=True):
+            assert_close(g.cpu(), w, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize(("observer_on", "fake_quant_on"), [(0, 1), (1, 0), (True, False)])
+def test_the_half_precision_observer_follows_its_switches(per_channel, observer_on, fake_quant_on):
+    """Off, the observer leaves its running statistics and fake quantization its scale, zero point and input."""
+    x, start = _x(4, 5).to(torch.bfloat16), [-1.0, 2.0]
+    running = [torch.full([4] if per_channel else [1], v, dtype=torch.bfloat16, device=DEV) for v in start]
+    scale, zero_point = torch.full([4] if per_channel else [1], 0.5, device=DEV), torch.zeros(
+        4 if per_channel else 1, dtype=torch.int32, device=DEV)
+    out = torch.fused_moving_avg_obs_fake_quant(
+        x.to(DEV), torch.tensor([observer_on], device=DEV), torch.tensor([fake_quant_on], device=DEV), *running,
+        scale, zero_point, 0.01, 0, 255, 0, per_channel, False)
+    if not observer_on:
+        assert [r.unique().item() for r in running] == start
+    if not fake_quant_on:
+        assert torch.equal(out.cpu(), x)
+        assert scale.unique().item() == 0.5 and zero_point.unique().item() == 0
 
 
 def test_learnable_per_channel_fake_quantization_takes_bfloat16_as_cuda_does():

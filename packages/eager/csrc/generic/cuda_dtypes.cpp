@@ -19,7 +19,6 @@ struct Row {
   T narrow;             // complex32 also covers the float16 tensors promoted to it
   T wide;
   bool sparse_only = false;  // for sparse arguments: CUDA's dense kernel refuses it as the CPU's does
-  bool mixed = false;        // takes wide tensors beside narrow ones (a float scale beside a bfloat16 input)
 };
 
 // CUDA's kernels for these ops dispatch on the narrow dtype (OpInfo's
@@ -88,11 +87,7 @@ constexpr Row kTable[] = {
     {"aten::addmv", T::BFloat16, T::Float, true},
     {"aten::sparse_sampled_addmm", T::Half, T::Float, true},
     {"aten::sparse_sampled_addmm", T::BFloat16, T::Float, true},
-    // QAT's observers and learnable fake quantization (test_workflow_ops.py's CUDA cases)
-    {"aten::_fused_moving_avg_obs_fq_helper", T::Half, T::Float, false, true},
-    {"aten::_fused_moving_avg_obs_fq_helper", T::BFloat16, T::Float, false, true},
-    {"aten::_fused_moving_avg_obs_fq_helper_functional", T::Half, T::Float, false, true},
-    {"aten::_fused_moving_avg_obs_fq_helper_functional", T::BFloat16, T::Float, false, true},
+    // QAT's learnable fake quantization (test_workflow_ops.py's CUDA cases; its fused observer: kernels/)
     {"aten::_fake_quantize_learnable_per_channel_affine", T::BFloat16, T::Float},
     {"aten::_fake_quantize_learnable_per_channel_affine_backward", T::BFloat16, T::Float},
     {"aten::mul", T::Bool, T::Byte, true},  // CUDA's sparse intersection kernel takes it, the CPU's loops not
@@ -142,7 +137,7 @@ const Row* row_for(const c10::OperatorHandle& op, const torch::jit::Stack& stack
     if (name != row.op) continue;
     if (row.sparse_only && std::none_of(stack.begin(), stack.end(), is_sparse)) continue;
     const auto pairs = conversions(row);
-    if (!row.mixed && mixes_narrow_and_wide(pairs, stack)) continue;
+    if (mixes_narrow_and_wide(pairs, stack)) continue;
     for (const auto& v : stack) {
       if (is_tensor(v) && wider(pairs, v.toTensor().scalar_type())) return &row;
     }

@@ -187,6 +187,9 @@ constexpr OpPolicy kTable[] = {
     {"aten::bmm.dtype_out", P::kOwnKernel, kFloatMatmul},
     {"aten::baddbmm.dtype", P::kOwnKernel, kFloatMatmul},
     {"aten::baddbmm.dtype_out", P::kOwnKernel, kFloatMatmul},
+    {"aten::_fused_moving_avg_obs_fq_helper", P::kOwnKernel,
+     "CUDA's observer takes float16 and bfloat16, rounding its running statistics to them; the CPU's refuses them "
+     "(kernels/fused_observer.cpp)"},
     {"aten::cholesky_inverse", P::kOwnKernel, kSolvedInverse},
     {"aten::cholesky_inverse.out", P::kOwnKernel, kSolvedInverse},
     {"aten::_int_mm", P::kOwnKernel, kInt8Shapes},
