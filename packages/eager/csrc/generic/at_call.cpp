@@ -135,13 +135,18 @@ void wait_for_queued_work(c10::DeviceIndex device, const char* call) {
   });
 }
 
+InStreamOrder::InStreamOrder(c10::DeviceIndex device, const char* call) {
+  if (openreg::in_task()) return;
+  glue::checked([&] { held_.emplace(openreg::current_stream(device), call); });
+}
+
 Results run_at_call(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info,
                     c10::DeviceIndex device, const MetaResult* meta) {
   // With a meta result the op is one the device queues, run here on its first call: on a GPU the host would not
   // have waited, so for the stream sanitizer it has not.
   std::optional<sanitizer::AsIfQueued> as_if_queued;
   if (meta != nullptr) as_if_queued.emplace();
-  wait_for_queued_work(device, op.schema().name().c_str());
+  const InStreamOrder in_order(device, op.schema().name().c_str());
   HostCall call(args, info.generator_arg, device, /*growable=*/true);
   // A first call whose meta kernel lays out a result non-contiguously runs the functional form, which shows the
   // layout the CPU gives: some CPU out= kernels write their outputs as if contiguous, the layout ATen's own meta

@@ -126,9 +126,10 @@ std::string as_openregs(std::string what) {
 }
 
 // The host reads and writes device memory here, after the queued work of
-// every device the call touches: copy_ reads one device and writes another,
-// and results made on a named device take blocks its queued work may still use.
-void wait_for_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, const char* call) {
+// every device the call touches (the target's stream it then holds): copy_
+// reads one device and writes another, and results made on a named device take
+// blocks its queued work may still use.
+void wait_for_other_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, const char* call) {
   c10::SmallVector<c10::DeviceIndex, 2> devices{target};
   for (const auto& a : args) {
     for (const at::Tensor& t : tensors_of(a)) {
@@ -138,7 +139,9 @@ void wait_for_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex target, 
       }
     }
   }
-  for (const c10::DeviceIndex d : devices) wait_for_queued_work(d, call);
+  for (const c10::DeviceIndex d : devices) {
+    if (d != target) wait_for_queued_work(d, call);
+  }
 }
 
 // What CUDA has no kernel for in the arguments' layout is refused, as on
@@ -161,7 +164,8 @@ void layout_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex device = device_of(op, args, info);
   const Target target = target_of(args, info, device);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target.device));
-  wait_for_devices(args, target.device, op.schema().name().c_str());
+  wait_for_other_devices(args, target.device, op.schema().name().c_str());
+  const InStreamOrder in_order(target.device, op.schema().name().c_str());
   torch::jit::Stack results;
   try {
     results = run_on_host(op, args, info, target);

@@ -21,9 +21,10 @@ namespace {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   const c10::Device device = dst.is_cpu() ? self.device() : dst.device();
   c10::DeviceGuard guard(device);
-  for (const at::Tensor* t : {&self, &dst}) {
-    if (!t->is_cpu()) wait_for_queued_work(t->device().index(), "a copy of a quantized tensor");
+  if (!self.is_cpu() && self.device() != device) {
+    wait_for_queued_work(self.device().index(), "a copy of a quantized tensor");
   }
+  const InStreamOrder in_order(device.index(), "a copy of a quantized tensor");
   at::AutoDispatchBelowADInplaceOrView below_autograd;
   HostTensors host(device.index());
   at::Tensor to = host.to_host(dst), from = host.to_host(self);

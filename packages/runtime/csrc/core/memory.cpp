@@ -125,12 +125,14 @@ void DeviceMemory::count_alloc(const Block& b, bool add) {
 }
 
 void DeviceMemory::process_pending() {
-  auto done = std::partition(pending_.begin(), pending_.end(), [](const std::unique_ptr<Block>& b) {
-    return !std::all_of(b->pending.begin(), b->pending.end(), [](const Event& e) { return e.query(); });
+  auto done = std::partition(pending_.begin(), pending_.end(), [this](const std::unique_ptr<Block>& b) {
+    return !std::all_of(b->pending.begin(), b->pending.end(), [](const Event& e) { return e.query(); }) ||
+           (b->after != 0 && !get_stream(device_, static_cast<int>(b->stream)).reached(b->after));
   });
   for (auto it = done; it != pending_.end(); ++it) {
     Block& b = **it;
     b.pending.clear();
+    b.after = 0;
     b.other_streams.reset();
     bump(stats_.active, b.size, -1);
     bump(stats_.active_bytes, b.size, -int64_t(b.size));
@@ -299,7 +301,13 @@ void DeviceMemory::release(std::unique_ptr<Block> b) {
   bump(stats_.allocation, b->size, -1);
   bump(stats_.allocated_bytes, b->size, -int64_t(b->size));
   bump(stats_.requested_bytes, b->size, -int64_t(b->requested));
-  if (b->other_streams.any()) {
+  // Freed while another thread holds its stream (Stream::InOrder), a block may still be used by work launched
+  // meanwhile, which runs after the holder's: the holder must not be given it before that work has run.
+  if (b->stream >= 0) {
+    const Stream& stream = get_stream(device_, static_cast<int>(b->stream));
+    if (stream.held_by_another_thread()) b->after = stream.last();
+  }
+  if (b->other_streams.any() || b->after != 0) {
     for (int s = 0; s < kStreams; ++s) {
       if (b->other_streams[s]) {
         Event e;

@@ -166,7 +166,12 @@ Stream::InOrder::InOrder(Stream& stream, const char* call, IfIdle) : stream_(str
   hold();
 }
 
+bool Stream::held_by_another_thread() const {
+  return holders_.load(std::memory_order_acquire) > 0 && t_worker_of != this;
+}
+
 void Stream::InOrder::hold() {
+  stream_.holders_.fetch_add(1, std::memory_order_acq_rel);
   t_worker_of = &stream_;
   if (trace::on()) traced_ = trace::now();
 }
@@ -175,6 +180,7 @@ Stream::InOrder::~InOrder() {
   if (outer_ == &stream_ || !held_) return;
   if (traced_ != 0) trace::ran_here(stream_, call_, traced_);
   t_worker_of = outer_;
+  stream_.holders_.fetch_sub(1, std::memory_order_acq_rel);
   stream_.tasks_.end_turn();
   if (!stream_.tasks_.query()) stream_.sleep_.wake_now();
 }

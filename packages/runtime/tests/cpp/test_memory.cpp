@@ -1,6 +1,7 @@
 // The caching allocator: statistics, reuse, the OOM retry and record_stream.
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "check.h"
 #include "openreg/core/error.h"
@@ -123,6 +124,39 @@ TEST(record_stream_delays_reuse_until_the_other_stream_has_run) {
   memory.free(q);
   memory.free(r);
   CHECK_THROWS(memory.record_stream(static_cast<char*>(r) + 1, 1), Error);
+}
+
+TEST(a_block_freed_while_another_thread_holds_its_stream_waits_for_the_work_launched_meanwhile) {
+  DeviceMemory& memory = device_memory(0);
+  memory.empty_cache();
+  Stream& s = get_stream(0, 11);
+  s.synchronize();
+  void* p = memory.malloc(4096, s.id());
+  {
+    Stream::InOrder held(s);  // this thread's work runs before what is launched meanwhile
+    std::thread([&] {
+      s.launch("writes p", [] {});  // queued behind the holder
+      memory.free(p);
+    }).join();
+    void* q = memory.malloc(4096, s.id());
+    CHECK(q != p);  // the queued write would land in the holder's block
+    memory.free(q);
+  }
+  s.synchronize();
+  void* r1 = memory.malloc(4096, s.id());
+  void* r2 = memory.malloc(4096, s.id());
+  CHECK(r1 == p || r2 == p);  // once that work has run, the block is reused
+  memory.free(r1);
+  memory.free(r2);
+  memory.empty_cache();
+  void* mine = memory.malloc(4096, s.id());
+  {
+    Stream::InOrder held(s);
+    memory.free(mine);  // the holder's own block: nothing launched meanwhile uses it
+    void* again = memory.malloc(4096, s.id());
+    CHECK(again == mine);
+    memory.free(again);
+  }
 }
 
 TEST(accumulated_counts_reset) {

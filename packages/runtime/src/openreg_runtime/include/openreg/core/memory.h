@@ -118,6 +118,7 @@ class DeviceMemory {
     uint64_t allocation = 0;              // allocation_clock() when it was handed out
     std::bitset<kStreams> other_streams;  // streams recorded with record_stream
     std::vector<Event> pending;           // events to pass before the block is free
+    uint64_t after = 0;                   // work of its stream to run first: freed while another thread held it
   };
   void* take_cached(std::size_t size, std::size_t requested, Owner owner);
   void process_pending();

@@ -69,6 +69,9 @@ class Stream {
   uint64_t launch(const char* name, Task task, const Touch* touches = nullptr, std::size_t n = 0);
 
   bool query() const;
+  // Whether a host thread other than the calling one holds the stream (InOrder): the work it does there runs
+  // before what is launched meanwhile, so memory freed now may still be used by that later work.
+  bool held_by_another_thread() const;
   // The graph capture recording this stream's launches, or null.
   detail::Capture* capture() const { return capture_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return tasks_.reached(seq); }
@@ -126,6 +129,7 @@ class Stream {
   const int device_;
   const int id_;
   std::atomic<bool> started_{false};  // whether worker_ runs
+  std::atomic<int> holders_{0};       // host threads holding it (InOrder): one at a time, or none
   // The graph capture recording this stream's launches, if any (graph.cpp sets it).
   std::atomic<detail::Capture*> capture_{nullptr};
   friend struct detail::Capture;

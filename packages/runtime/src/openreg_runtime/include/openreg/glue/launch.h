@@ -137,6 +137,7 @@ class KernelScope {
 template <typename F>
 uint64_t launch(c10::DeviceIndex device, const char* name, Touches touches, F&& fn) {
   if (in_task()) {
+    KernelScope scope(touches.data(), touches.size());  // a host thread holding the stream has none open
     fn();
     return 0;
   }
@@ -189,6 +190,7 @@ bool run_now_if_idle(c10::DeviceIndex device, const char* name, F&& fn) {
 template <typename F>
 void run_in_order(c10::DeviceIndex device, const char* call, Touches touches, F&& fn) {
   if (in_task()) {
+    KernelScope scope(touches.data(), touches.size());
     fn();
     return;
   }
