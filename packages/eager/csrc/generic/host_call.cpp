@@ -226,7 +226,7 @@ torch::jit::Stack HostCall::run(const c10::OperatorHandle& op, bool with_outs, t
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
   } catch (const c10::Error&) {
-    torch::jit::Stack retry = build();  // `given` keeps what the failed kernel left
+    torch::jit::Stack retry = build();        // `given` keeps what the failed kernel left
     const torch::jit::Stack retried = retry;  // its arguments, which the call replaces with its results
     if (!call_in_cuda_dtype(op, &retry)) throw;
     if (given != nullptr) *given = retried;

@@ -4,11 +4,11 @@
 // out= overload that lets a functional op write straight into device memory.
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "cuda_refuses.h"
-
 #include <cstdint>
 #include <optional>
 #include <vector>
+
+#include "cuda_refuses.h"
 
 namespace openreg::eager {
 
