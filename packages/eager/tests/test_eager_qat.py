@@ -24,10 +24,10 @@ def _fused(x, running_min, running_max, scale, zero_point, per_channel):
 
 
 def _state(d, dtype=torch.float32, per_channel=True):
-    empty_or_inf = [] if per_channel else [float("inf")]
-    return [torch.tensor(empty_or_inf, dtype=dtype, device=d), torch.tensor([-v for v in empty_or_inf], dtype=dtype,
-                                                                            device=d),
-            torch.ones(1, device=d), torch.zeros(1, dtype=torch.int32, device=d)]
+    """Running minimum and maximum (empty per channel, infinite per tensor), scale and zero point."""
+    bound = [] if per_channel else [float("inf")]
+    running = [torch.tensor(b, dtype=dtype, device=d) for b in (bound, [-v for v in bound])]
+    return [*running, torch.ones(1, device=d), torch.zeros(1, dtype=torch.int32, device=d)]
 
 
 def test_the_per_channel_observer_sizes_its_empty_running_statistics():

@@ -92,10 +92,10 @@ Observed observe(const at::Tensor& x, const at::Tensor& observer_on, const at::T
   const at::Tensor observing = observer_on.to(at::kLong).eq(1);
   move(running_min, x_min, observing, averaging_const);
   move(running_max, x_max, observing, averaging_const);
-  const at::Tensor quantizing = fake_quant_on.to(at::kLong);
+  const at::Tensor quantizing = fake_quant_on.to(at::kLong), quantizing_now = quantizing.eq(1);
   const auto [new_scale, new_zero_point] = choose_qparams(running_min, running_max, qmin, qmax, symmetric);
-  scale.copy_(at::where(quantizing.eq(1), new_scale, scale));
-  zero_point.copy_(at::where(quantizing.eq(1), new_zero_point, zero_point));
+  scale.copy_(at::where(quantizing_now, new_scale, scale));
+  zero_point.copy_(at::where(quantizing_now, new_zero_point, zero_point));
   if (!per_row) {
     return at::_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(x, scale, zero_point, quantizing, qmin, qmax);
   }
