@@ -144,7 +144,11 @@ def test_embedding_bags_max_gradient_is_refused_in_bfloat16_alone(mode, dtype):
         assert torch.equal(grad("openreg").cpu(), expected)
 
 
-# Kernels CUDA has none of: (the op, its dispatch key without the backend, a call of it on a device)
+def _q(d):
+    return torch.quantize_per_tensor(torch.linspace(-1, 1, 12, device=d).reshape(3, 4), 0.05, 3, torch.quint8)
+
+
+# Kernels CUDA has none of (csrc/generic/cuda_lacks.cpp): (the op, its dispatch key without the backend, a call)
 NO_KERNEL_CASES = {
     "nested sum over a dimension": ("aten::sum.dim_IntList", "NestedTensor", lambda d: torch.nested.nested_tensor(
         [torch.ones(2, 3), torch.ones(1, 3)], device=d).sum(-1, keepdim=True)),
@@ -154,10 +158,20 @@ NO_KERNEL_CASES = {
     "_add_relu": ("aten::_add_relu.Tensor", "", lambda d: torch.ops.aten._add_relu(*[torch.ones(2, device=d)] * 2)),
     "slow_conv3d, whose composite kernel calls it": ("aten::slow_conv3d_forward", "", lambda d: (
         torch.ops.aten.slow_conv3d(torch.ones(1, 1, 3, 3, 3, device=d), torch.ones(1, 1, 2, 2, 2, device=d), [2] * 3))),
+    "quantized::mul": ("quantized::mul", "Quantized", lambda d: torch.ops.quantized.mul(_q(d), _q(d), 0.1, 0)),
+    "quantized::cat": ("quantized::cat", "Quantized", lambda d: torch.ops.quantized.cat([_q(d), _q(d)], 0, 0.1, 0)),
+    "equal": ("aten::equal", "Quantized", lambda d: torch.equal(_q(d), _q(d))),
+    "max": ("aten::max", "Quantized", lambda d: _q(d).max()),
+    "hardtanh": ("aten::hardtanh", "Quantized", lambda d: F.hardtanh(_q(d))),
+    "std": ("aten::std.correction", "Quantized", lambda d: _q(d).std()),
+    "resize_": ("aten::resize_", "Quantized", lambda d: _q(d).resize_(2, 6)),
+    "dequantize of a list": ("aten::dequantize.tensors", "Quantized", lambda d: torch.dequantize([_q(d), _q(d)])),
+    "eq into an out": ("aten::eq.Tensor_out", "Quantized", lambda d: torch.eq(
+        _q(d), _q(d), out=torch.empty(3, 4, dtype=torch.bool, device=d))),
 }
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")  # the strided nested API is a prototype
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the strided nested API is a prototype; quantized dtypes deprecated
 @pytest.mark.parametrize("case", NO_KERNEL_CASES)
 def test_a_kernel_cuda_lacks_is_refused_at_the_call(case):
     op, key, call = NO_KERNEL_CASES[case]

@@ -78,7 +78,6 @@ CASES = {
     "per_channel_axis1": lambda d: per_channel(d, axis=1),
     "int_repr": lambda d: per_tensor(d).int_repr(),
     "dequantize": lambda d: per_channel(d).dequantize(),
-    "dequantize_list": lambda d: torch.dequantize([per_tensor(d), per_tensor(d, torch.qint8)]),
     "parameters": lambda d: (per_tensor(d).q_scale(), per_tensor(d).q_zero_point(), per_channel(d).q_per_channel_axis(),
                              per_channel(d).q_per_channel_scales(), per_channel(d).q_per_channel_zero_points()),
     "transpose": lambda d: per_tensor(d).t(),

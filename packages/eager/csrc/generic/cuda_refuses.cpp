@@ -76,42 +76,7 @@ constexpr Row kTable[] = {
     {"aten::_histogramdd_from_bin_tensors", kAll},
 };
 
-// From the dispatcher of torch 2.14's CUDA build: ops with a kernel for a CPU
-// key and none, composite ones included, for CUDA's (an empty overload stands
-// for every overload). Quantized tensors' are not here (README).
-struct NoKernelRow {
-  std::string_view op;
-  std::string_view overload;
-  c10::DispatchKey key;
-};
-constexpr NoKernelRow kNoKernelTable[] = {
-    {"aten::sum", "dim_IntList", c10::DispatchKey::NestedTensorPrivateUse1},
-    {"aten::_sparse_mm_reduce_impl", "", c10::DispatchKey::SparseCsrPrivateUse1},
-    {"aten::_add_relu", "", c10::DispatchKey::PrivateUse1},
-    {"aten::_add_relu_", "", c10::DispatchKey::PrivateUse1},
-    {"aten::_spdiags", "", c10::DispatchKey::PrivateUse1},
-    {"aten::slow_conv3d_forward", "", c10::DispatchKey::PrivateUse1},
-    {"aten::to_mkldnn", "", c10::DispatchKey::PrivateUse1},
-    {"aten::mkldnn_rnn_layer", "", c10::DispatchKey::PrivateUse1},
-    {"aten::mkldnn_rnn_layer_backward", "", c10::DispatchKey::PrivateUse1},
-    {"aten::quantized_lstm", "", c10::DispatchKey::PrivateUse1},
-    {"aten::quantized_gru", "", c10::DispatchKey::PrivateUse1},
-};
-
 }  // namespace
-
-c10::DispatchKey cuda_lacks_kernel(const c10::OperatorName& op) {
-  for (const NoKernelRow& row : kNoKernelTable) {
-    if (row.op == op.name && (row.overload.empty() || row.overload == op.overload_name)) return row.key;
-  }
-  return c10::DispatchKey::Undefined;
-}
-
-void refuse_as_cuda_lacks(const c10::OperatorName& op, c10::DispatchKey key) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op, "' with arguments from the '", key,
-                              "' backend. CUDA has no kernel for it either; openreg refuses it as CUDA does (the CPU "
-                              "computes it).");
-}
 
 CudaRefusal cuda_refusal(const c10::OperatorName& op) {
   for (const Row& row : kTable) {

@@ -8,7 +8,6 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/operator_name.h>
-#include <c10/core/DispatchKey.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -31,12 +30,5 @@ inline bool refused(uint64_t dtypes, c10::ScalarType t) { return (dtypes >> stat
 // says which (" with reduce='prod'").
 bool refused_for_argument(const CudaRefusal& refusal, const c10::FunctionSchema& schema,
                           c10::ArrayRef<c10::IValue> args, std::string* why);
-
-// The openreg dispatch key (PrivateUse1, or a layout's) for which the CPU has a kernel of `op` and CUDA none, so
-// that openreg refuses it too (`to_mkldnn`, nested sum over a dimension, CSR sparse.mm with a reduction); Undefined
-// for none.
-c10::DispatchKey cuda_lacks_kernel(const c10::OperatorName& op);
-// Raises the dispatcher's NotImplementedError for `op` and `key`, as CUDA's dispatcher does for its key.
-[[noreturn]] void refuse_as_cuda_lacks(const c10::OperatorName& op, c10::DispatchKey key);
 
 }  // namespace openreg::eager

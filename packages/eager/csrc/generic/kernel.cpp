@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "at_call.h"
+#include "cuda_lacks.h"
 #include "cuda_refuses.h"
 #include "host_call.h"
 #include "hot_ops.h"

@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cuda_lacks.h"
 #include "cuda_refuses.h"
 #include "device_checks.h"
 #include "op_policy.h"

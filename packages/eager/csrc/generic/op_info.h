@@ -3,6 +3,7 @@
 // schema: which arguments it writes, which inputs its results alias, and the
 // out= overload that lets a functional op write straight into device memory.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DispatchKey.h>
 
 #include <cstdint>
 #include <optional>
@@ -62,7 +63,7 @@ struct OpInfo {
   bool takes_zero_tensors = false;
   // The dtypes of its first tensor argument that CUDA has no kernel for (cuda_refuses.h).
   CudaRefusal cuda_refused;
-  // The openreg key (PrivateUse1 or a layout's) CUDA has no kernel of it for (cuda_refuses.h), Undefined for
+  // The openreg key (PrivateUse1 or a layout's) CUDA has no kernel of it for (cuda_lacks.h), Undefined for
   // none: refused before anything else, as by CUDA's dispatcher.
   c10::DispatchKey cuda_lacks_kernel = c10::DispatchKey::Undefined;
 };

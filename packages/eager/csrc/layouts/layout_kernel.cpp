@@ -19,7 +19,7 @@
 
 #include "../generic/at_call.h"
 #include "../generic/cuda_dtypes.h"
-#include "../generic/cuda_refuses.h"
+#include "../generic/cuda_lacks.h"
 #include "../generic/host_call.h"
 #include "../generic/kernel.h"
 #include "../generic/op_info.h"
@@ -149,8 +149,9 @@ void wait_for_other_devices(c10::ArrayRef<c10::IValue> args, c10::DeviceIndex ta
 void refuse_what_cuda_lacks(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   if (info.cuda_lacks_kernel == c10::DispatchKey::Undefined) return;
   for (const auto& a : args) {
-    if (a.isTensor() && a.toTensor().key_set().has(info.cuda_lacks_kernel)) {
-      refuse_as_cuda_lacks(op.operator_name(), info.cuda_lacks_kernel);
+    for (const at::Tensor& t : tensors_of(a)) {
+      if (t.defined() && t.key_set().has(info.cuda_lacks_kernel))
+        refuse_as_cuda_lacks(op.operator_name(), info.cuda_lacks_kernel);
     }
   }
 }
