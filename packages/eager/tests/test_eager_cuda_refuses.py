@@ -158,6 +158,17 @@ NO_KERNEL_CASES = {
     "_add_relu": ("aten::_add_relu.Tensor", "", lambda d: torch.ops.aten._add_relu(*[torch.ones(2, device=d)] * 2)),
     "slow_conv3d, whose composite kernel calls it": ("aten::slow_conv3d_forward", "", lambda d: (
         torch.ops.aten.slow_conv3d(torch.ones(1, 1, 3, 3, 3, device=d), torch.ones(1, 1, 2, 2, 2, device=d), [2] * 3))),
+    "dynamic quantization's linear": ("quantized::linear_dynamic", "", lambda d: (
+        torch.ao.nn.quantized.dynamic.Linear(4, 3)(torch.ones(2, 4, device=d)))),
+    "from_file": ("aten::from_file", "", lambda d: torch.from_file(__file__, size=4, dtype=torch.uint8, device=d)),
+    "MKL-DNN's fused linear": ("mkldnn::_linear_pointwise", "", lambda d: torch.ops.mkldnn._linear_pointwise(
+        torch.ones(2, 4, device=d), torch.ones(3, 4, device=d), None, "none", [], "")),
+    "the CPU's flash attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "", lambda d: (
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(*[torch.ones(1, 1, 2, 4, device=d)] * 3))),
+    "quantize a list": ("aten::quantize_per_tensor.tensors", "", lambda d: torch.quantize_per_tensor(
+        [torch.ones(2, device=d)], torch.tensor([0.1], device=d), torch.tensor([0], device=d), torch.quint8)),
+    "narrow_copy into an out": ("aten::narrow_copy.out", "", lambda d: torch.narrow_copy(
+        torch.ones(3, device=d), 0, 0, 2, out=torch.empty(2, device=d))),
     "quantized::mul": ("quantized::mul", "Quantized", lambda d: torch.ops.quantized.mul(_q(d), _q(d), 0.1, 0)),
     "quantized::cat": ("quantized::cat", "Quantized", lambda d: torch.ops.quantized.cat([_q(d), _q(d)], 0, 0.1, 0)),
     "equal": ("aten::equal", "Quantized", lambda d: torch.equal(_q(d), _q(d))),
