@@ -162,8 +162,12 @@ VALUES = {
     "ldexp_ float16": lambda d: _ldexp_half(d)[0].ldexp_(_ldexp_half(d)[1]),
     "ldexp bfloat16": lambda d: torch.ldexp(torch.tensor([3.0], dtype=torch.bfloat16, device=d),
                                             torch.tensor([-130], device=d)),
-    # Its composite kernel called the CPU's DispatchStub, which has no openreg kernel (an internal assert).
+    # Their composite kernels called the CPU's DispatchStub, which has no openreg kernel (an internal assert).
     "conj_physical_ complex64": lambda d: torch.tensor([1 + 2j, -3j, 4.0], device=d).conj_physical_(),
+    "kaiser_window": lambda d: torch.kaiser_window(7, periodic=False, beta=8.0, device=d),
+    "kaiser_window float16 periodic": lambda d: torch.kaiser_window(5, device=d, dtype=torch.float16),
+    "kaiser_window out=": lambda d: torch.kaiser_window(6, True, 3.0, out=torch.empty(6, dtype=torch.float64,
+                                                                                   device=d)),
     # Views of tensors with their math bits set, which a view op's meta kernel sees too.
     "imag of a conjugated tensor": lambda d: torch.tensor([1 + 2j, 3 - 4j], device=d).conj().imag,
     "view_as_real of a resolved conjugate": lambda d: torch.view_as_real(

@@ -12,6 +12,8 @@ constexpr std::string_view kSlowComposite =
     "its composite kernel decomposes it into slower or less exact steps than the CPU kernel";
 constexpr std::string_view kLoopReason =
     "issued before each read of a Python loop or condition over device values: a typed kernel skips boxing";
+constexpr std::string_view kCallsStub =
+    "its composite kernel calls a DispatchStub itself, which has no kernel for openreg";
 constexpr std::string_view kStubOfCpuAndCuda =
     "its composite kernel calls the exact kernel on CPU and CUDA only, elsewhere multiplying by 2**other in "
     "self's dtype (which overflows float16)";
@@ -111,8 +113,13 @@ constexpr OpPolicy kTable[] = {
     {"aten::ldexp.out", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::ldexp_", P::kBypassComposite, kStubOfCpuAndCuda},
     {"aten::mode.values", P::kBypassComposite, "its composite kernel accepts only CPU, CUDA and XPU tensors"},
-    {"aten::conj_physical_", P::kBypassComposite,
-     "its composite kernel calls the CPU's DispatchStub itself, which has no kernel for openreg"},
+    {"aten::conj_physical_", P::kBypassComposite, kCallsStub},
+    {"aten::kaiser_window", P::kBypassComposite, kCallsStub},
+    {"aten::kaiser_window.out", P::kBypassComposite, kCallsStub},
+    {"aten::kaiser_window.periodic", P::kBypassComposite, kCallsStub},
+    {"aten::kaiser_window.periodic_out", P::kBypassComposite, kCallsStub},
+    {"aten::kaiser_window.beta", P::kBypassComposite, kCallsStub},
+    {"aten::kaiser_window.beta_out", P::kBypassComposite, kCallsStub},
     {"aten::mish_backward", P::kBypassComposite,
      "its composite kernel computes float16 and bfloat16 in their own precision; the CPU and CUDA kernels in float"},
     {"aten::new_empty_strided", P::kKeepWrapper,
