@@ -8,6 +8,8 @@ correct sampler has.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,6 +121,29 @@ def test_explicit_generator_reproduces_and_leaves_default_alone(name):
     _assert_equal(a, b)
     torch.openreg.synchronize()
     _assert_equal(torch.openreg.get_rng_state(0), default_state)
+
+
+# ATen's check_generator sentence (ATen/core/DistributionsHelper.h), which CUDA's kernels give for a CPU generator,
+# and the CPU's for a CUDA one: a DataLoader's RandomSampler given a device generator raises it on CUDA.
+def _wrong_generator(expected, found):
+    return re.escape(f"Expected a '{expected}' device type for generator but found '{found}'")
+
+
+@pytest.mark.parametrize("name", list(DRAWS))
+def test_a_generator_of_another_device_is_refused_at_the_call(name):
+    draw = DRAWS[name]
+    with pytest.raises(RuntimeError, match=_wrong_generator("openreg", "cpu")):
+        draw(D0, torch.Generator("cpu"))
+    with pytest.raises(RuntimeError, match=_wrong_generator("cpu", "openreg")):
+        draw("cpu", torch.Generator("openreg"))
+    torch.openreg.synchronize()  # nothing was left to fail later
+
+
+def test_a_samplers_device_generator_is_refused_as_on_cuda():
+    sampler = torch.utils.data.RandomSampler(range(5), generator=torch.Generator("openreg"))
+    with pytest.raises(RuntimeError, match=_wrong_generator("cpu", "openreg")):
+        list(sampler)
+    assert sorted(torch.utils.data.RandomSampler(range(5), generator=torch.Generator("cpu"))) == list(range(5))
 
 
 def test_generator_state_roundtrip():

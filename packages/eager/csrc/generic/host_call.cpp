@@ -14,8 +14,9 @@ namespace openreg::eager {
 
 at::Generator device_generator(const c10::IValue& arg, c10::DeviceIndex device) {
   at::Generator gen = arg.isNone() ? glue::default_generator(device) : arg.toGenerator();
-  TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "expected a generator on openreg, but got one on ",
-              gen.device());
+  // ATen's check_generator sentence, as CUDA's kernels give it.
+  TORCH_CHECK(gen.device().type() == c10::DeviceType::PrivateUse1, "Expected a '", c10::DeviceType::PrivateUse1,
+              "' device type for generator but found '", gen.device().type(), "'");
   return gen;
 }
 

@@ -268,6 +268,17 @@ void check_devices_as_cuda_wrapper(const c10::OperatorHandle& op, c10::ArrayRef<
 
 }  // namespace
 
+// An openreg generator given to a call that makes or takes CPU tensors alone (torch.randperm(n, generator=g), as a
+// DataLoader's RandomSampler calls it) reaches openreg through the generator's dispatch key; the CPU kernel's check
+// refuses it, as it refuses a CUDA generator there.
+void refuse_a_generator_for_the_cpu(c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
+  if (info.generator_arg < 0 || args[info.generator_arg].isNone()) return;
+  if (info.device_arg >= 0 && args[info.device_arg].isDevice() && args[info.device_arg].toDevice().type() == kOpenreg)
+    return;
+  const c10::DeviceType given = args[info.generator_arg].toGenerator().device().type();
+  TORCH_CHECK(given != kOpenreg, "Expected a 'cpu' device type for generator but found '", given, "'");
+}
+
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   check_devices_as_cuda_wrapper(op, args, info);
   std::optional<c10::Device> device, other;
@@ -297,6 +308,7 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
               "Trying to pass too many CPU scalars to non-CPU kernel! (in '", op.schema().operator_name(),
               "', whose TensorIterator takes one CPU scalar beside device tensors). Move the others to ", *device,
               " with .to().");
+  if (!device) refuse_a_generator_for_the_cpu(args, info);
   if (device) return device->index();
   if (info.device_arg >= 0 && args[info.device_arg].isDevice()) {
     auto d = args[info.device_arg].toDevice();
