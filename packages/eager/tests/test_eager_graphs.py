@@ -551,6 +551,57 @@ def test_generator_state_saved_before_a_replay_replays_its_numbers():
     assert_close(torch.rand(8, device=D).cpu(), eager_after, atol=0, rtol=0)
 
 
+def _dropout_chain(x, n):
+    for _ in range(n):
+        x = F.dropout(x, p=0.1)
+    return x
+
+
+def test_a_capture_leaves_the_generator_alone_so_replays_and_eager_draws_interleave_as_one_sequence():
+    """As CUDA graphs: capturing draws nothing (the offset stays), each replay takes the next numbers, so two
+    dropouts replayed, two run eagerly and two replayed again draw what six eager ones draw."""
+    a = torch.randn(10000, device=D)
+    torch.openreg.manual_seed(5)
+    eager = _dropout_chain(a, 6)
+    graphed, g = a.clone(), _graph()
+    torch.openreg.manual_seed(5)
+    offset = torch.openreg.default_generators[0].get_offset()
+    with _capturing(g):
+        out = _dropout_chain(graphed, 2)
+        g.capture_end()
+    assert torch.openreg.default_generators[0].get_offset() == offset
+    g.replay()
+    graphed.copy_(_dropout_chain(out, 2))
+    g.replay()
+    assert torch.equal(out.cpu(), eager.cpu())
+
+
+def test_seeding_during_a_capture_may_only_repeat_the_seed():
+    """CUDA's rule: the replays take the offset, so a new seed mid-capture is refused; the same seed changes
+    nothing."""
+    torch.openreg.manual_seed(3)
+    torch.rand(4, device=D)
+    offset = torch.openreg.default_generators[0].get_offset()
+    with _capturing(_graph()) as stream:
+        torch.openreg.manual_seed(3)
+        assert torch.openreg.default_generators[0].get_offset() == offset
+        with pytest.raises(RuntimeError, match=r"only if new seed is the same as the original seed \(3; got 4\)"):
+            torch.openreg.manual_seed(4)
+        assert torch.openreg.initial_seed() == 3
+    _assert_usable(stream)
+
+
+def test_a_capturing_stream_says_so():
+    """torch.Stream.is_capturing(), which device-generic code (torch.accelerator) reads, as CUDA's."""
+    stream, other, g = torch.openreg.Stream(), torch.openreg.Stream(), _graph()
+    assert not stream.is_capturing()
+    with _capturing(g, stream):
+        assert stream.is_capturing() and torch.accelerator.current_stream().is_capturing()
+        assert not other.is_capturing()
+        g.capture_end()
+    assert not stream.is_capturing()
+
+
 # --------------------------------------------------------------------------- whole-network capture
 
 OPTIMIZERS = {  # name -> (optimizer of the CPU reference, optimizer of the graphed model)

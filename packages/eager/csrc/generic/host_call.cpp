@@ -67,12 +67,15 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
   link_views(seen);
   n_inputs_ = static_cast<int>(values_.size());
   std::optional<at::Generator> gen;
+  Stream& stream = openreg::current_stream(device);
+  const bool capturing = is_capturing(stream);
   if (generator_arg >= 0) {
     gen = device_generator(args[generator_arg], device);
-    snapshot_ = take_state(*gen);
+    // A capture draws nothing, so it leaves the generator's offset alone, as CUDA's does: each replay takes
+    // the state then.
+    if (!capturing) snapshot_ = take_state(*gen);
   }
-  Stream& stream = openreg::current_stream(device);
-  if (!is_capturing(stream)) return;
+  if (!capturing) return;
   replayed_ = std::make_shared<Replayed>();
   if (gen) {
     on_replay(stream, [replayed = replayed_, gen = *gen] {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "openreg/core/device.h"
+#include "openreg/core/graph.h"
+#include "openreg/core/stream.h"
 #include "openreg/glue/launch.h"
 
 namespace openreg::glue {
@@ -48,6 +50,13 @@ Generator::Generator(c10::DeviceIndex device, uint64_t seed)
       seed_(seed) {}
 
 void Generator::set_current_seed(uint64_t seed) {
+  // As CUDA's: a capture's replays take the offset then, so seeding mid-capture may only repeat the seed, and
+  // leaves the offset alone.
+  if (is_capturing(openreg::current_stream(device().index()))) {
+    TORCH_CHECK(seed == seed_, "openreg's Generator::set_current_seed can be called during stream capture only if ",
+                "new seed is the same as the original seed (", seed_, "; got ", seed, ").");
+    return;
+  }
   seed_ = seed;
   offset_ = 0;
 }

@@ -101,6 +101,10 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
       return core_stream(stream).query();
     });
   }
+  // torch.Stream.is_capturing(), which torch.optim's capturable check and torch.accelerator's callers read.
+  bool isStreamCapturing(const c10::Stream& stream) const override {
+    return checked([&] { return is_capturing(core_stream(stream)); });
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
     checked([&] { core_stream(stream).synchronize(); });
   }
