@@ -129,6 +129,8 @@ uint64_t new_graph_pool() { return g_pools.fetch_add(1, std::memory_order_relaxe
 
 bool is_capturing(const Stream& stream) { return stream.capture() != nullptr; }
 
+bool capture_underway() { return g_active_count.load(std::memory_order_acquire) != 0; }
+
 bool on_replay(const Stream& stream, std::function<void()> hook) {
   detail::Capture* c = stream.capture();
   if (c == nullptr) return false;

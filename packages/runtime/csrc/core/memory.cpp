@@ -141,13 +141,13 @@ void DeviceMemory::process_pending() {
   pending_.erase(done, pending_.end());
 }
 
-void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, Owner owner) {
+void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, Owner owner, bool any_larger) {
   auto pool = cached_.find(owner);
   if (pool == cached_.end()) return nullptr;
-  // Best fit, but never more than a quarter larger: a small tensor must not
-  // pin a large block.
+  // Best fit, but never more than a quarter larger (a small tensor must not
+  // pin a large block) unless nothing else can serve it.
   auto it = pool->second.lower_bound(size);
-  if (it == pool->second.end() || it->first > size + size / 4) return nullptr;
+  if (it == pool->second.end() || (!any_larger && it->first > size + size / 4)) return nullptr;
   std::unique_ptr<Block> b = take(pool->second, it, spare_cached_);
   b->requested = requested;
   count_alloc(*b, true);
@@ -221,6 +221,9 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
   uint64_t pool = t_routed_pool[device_];
   if (pool == 0) pool = capture_pool(get_stream(device_, stream));
   const Owner owner = pool != 0 ? -static_cast<Owner>(pool) : stream;
+  // The retry waits for the device, which a capture forbids: CUDA's allocator, which then skips freeing its
+  // cache, raises its out-of-memory error at once, and so does this one.
+  const bool may_drain = !capture_underway();
   for (int attempt = 0;; ++attempt) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -245,10 +248,11 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
           return p;
         }
       }
-      if (attempt > 0) {
+      if (attempt > 0 || !may_drain) {
         for (uint64_t lender : lent_on_oom_) {
           if (-static_cast<Owner>(lender) == owner || pool_users_.count(lender) == 0) continue;
-          if (void* p = take_cached(size, nbytes, -static_cast<Owner>(lender))) return p;
+          // CUDA splits a lender's larger block; this allocator does not split, and lends it whole.
+          if (void* p = take_cached(size, nbytes, -static_cast<Owner>(lender), /*any_larger=*/true)) return p;
         }
         ++stats_.num_ooms;
         if (g_journal.load(std::memory_order_relaxed)) {

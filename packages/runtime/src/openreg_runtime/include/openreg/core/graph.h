@@ -68,6 +68,8 @@ bool on_replay(const Stream& stream, std::function<void()> hook);
 
 // Whether `stream` is capturing now.
 bool is_capturing(const Stream& stream);
+// Whether some stream of some device is capturing now.
+bool capture_underway();
 // The pool that allocations on `stream` come from: 0 when it does not capture.
 uint64_t capture_pool(const Stream& stream);
 // While `stream` captures, its graph keeps `pool` in use (the replays write

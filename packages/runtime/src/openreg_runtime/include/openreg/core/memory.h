@@ -120,7 +120,7 @@ class DeviceMemory {
     std::vector<Event> pending;           // events to pass before the block is free
     uint64_t after = 0;                   // work of its stream to run first: freed while another thread held it
   };
-  void* take_cached(std::size_t size, std::size_t requested, Owner owner);
+  void* take_cached(std::size_t size, std::size_t requested, Owner owner, bool any_larger = false);
   void process_pending();
   void release_cached(uint64_t pool = 0);
   void count_alloc(const Block& b, bool add);
