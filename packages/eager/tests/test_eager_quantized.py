@@ -155,3 +155,18 @@ def test_errors_match_the_cpu(case):
     fn = ERRORS[case]
     cpu, dev = _raised(fn, "cpu"), _raised(fn, DEV)
     assert (dev.type, str(dev.value).split("\n")[0]) == (cpu.type, str(cpu.value).split("\n")[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32])
+def test_dequantize_of_a_dense_tensor_is_its_float32_form_as_on_the_cpu(dtype):
+    """A float32 tensor's dequantize() is the tensor itself (ATen's kernel for the CPU and CUDA: self.to(float32)),
+    so writes through it reach the tensor; other dtypes give a float32 copy."""
+    def outcome(d):
+        t = torch.arange(3, device=d).to(dtype)
+        result = t.dequantize()
+        result.add_(1)
+        return result is t, result.dtype, t.cpu()
+
+    dev, cpu = outcome(DEV), outcome("cpu")
+    assert dev[:2] == cpu[:2]
+    torch.testing.assert_close(dev[2], cpu[2], rtol=0, atol=0)

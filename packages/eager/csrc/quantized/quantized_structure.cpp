@@ -4,6 +4,7 @@
 // which registers these first.
 #include <ATen/ops/_empty_affine_quantized_native.h>
 #include <ATen/ops/_empty_per_channel_affine_quantized_native.h>
+#include <ATen/ops/dequantize_native.h>
 #include <ATen/ops/empty_like_native.h>
 #include <ATen/ops/empty_native.h>
 #include <ATen/ops/empty_quantized_native.h>
@@ -41,6 +42,9 @@ void register_quantized_structure(torch::Library& quantized, torch::Library& den
   dense.impl("_empty_affine_quantized", &at::native::empty_affine_quantized_other_backends_stub);
   dense.impl("_empty_per_channel_affine_quantized",
              &at::native::empty_per_channel_affine_quantized_other_backends_stub);
+  // The CPU's and CUDA's kernel: a float tensor's dequantize() is the tensor itself (self.to(float32)), which
+  // the generic kernel, trusting the schema, would copy.
+  dense.impl("dequantize.self", &at::native::dequantize_cpu_or_cuda);
 }
 
 }  // namespace openreg::eager
