@@ -547,11 +547,20 @@ def test_compute_needs_openreg_eager(run_python):
     assert "device='openreg:0'" in proc.stdout
 
 
-def test_fill_with_tensor_on_another_device_is_a_clear_error(two_devices):
-    x = torch.zeros(3, device="openreg:0")
-    with pytest.raises(RuntimeError, match="openreg:1"):
-        x.fill_(torch.tensor(2.0, device="openreg:1"))
-    x.fill_(torch.tensor(2.0))  # a CPU 0-dim value is fine, as on CUDA
-    assert_close(x.cpu(), torch.full((3,), 2.0))
-    x.fill_(torch.tensor(4.0, device="openreg:0"))
-    assert_close(x.cpu(), torch.full((3,), 4.0))
+@pytest.mark.parametrize(("target", "source"), [("cpu", "openreg:0"), ("openreg:0", "openreg:1"),
+                                                ("openreg:0", "cpu"), ("openreg:0", "openreg:0")])
+def test_fill_with_a_value_tensor_on_any_device_as_atens_fill(two_devices, target, source):
+    """ATen's fill_ (the CPU's and CUDA's) reads a 0-dim value on another device; CUDA fills a CPU tensor with a
+    device value, or one device's tensor with another's."""
+    t = torch.zeros(4, dtype=torch.float64, device=target).fill_(torch.tensor(2.5, device=source))
+    assert t.device == torch.device(target)
+    assert_close(t.cpu(), torch.full((4,), 2.5, dtype=torch.float64), rtol=0, atol=0)
+
+
+def test_fill_with_a_value_of_more_dimensions_raises_the_cpus_error():
+    def message(device):
+        with pytest.raises(RuntimeError) as info:
+            torch.zeros(3, device=device).fill_(torch.ones(2, device=device))
+        return str(info.value)
+
+    assert message("openreg") == message("cpu")

@@ -99,12 +99,15 @@ at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   return self;
 }
 
+// ATen's fill_ (Fill.cpp), the CPU's and CUDA's: a value on another device, the CPU's or another openreg one, is
+// read (item(), which waits for it); a CPU tensor filled with an openreg value reaches openreg by the value's key.
 at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
-  TORCH_CHECK(value.dim() == 0, "fill_ only supports a 0-dimension value tensor, but got one with ", value.dim(),
-              " dimensions");
-  if (value.is_cpu()) return fill_scalar(self, value.item());
-  TORCH_CHECK(value.device() == self.device(), "fill_: the value is on ", value.device(), " but the tensor is on ",
-              self.device(), "; move one of them first");
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  if (value.device() != self.device()) {
+    if (self.device().type() != c10::DeviceType::PrivateUse1) return self.fill_(value.item());
+    return fill_scalar(self, value.item());
+  }
   if (self.numel() == 0) return self;
   HostView v = HostView::written(self), s = HostView::of(value);
   launch(self.device().index(), "fill_", {Touch(v.data(), /*write=*/true), s.data()},
