@@ -8,6 +8,7 @@ parameter gradients and buffers.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -212,6 +213,32 @@ def test_recurrent_cells(cls):
     torch.manual_seed(0)
     cell = cls(6, 8)
     _compare(lambda m, x: m(x), _randn(3, 6), module=cell)
+
+
+# The fused cells' ops given gates or a workspace of the wrong width: CUDA's kernels check the sizes first
+# (RNN.cu's checkSizes, checkGRUBackwardSizes, checkLSTMBackwardSizes; the CPU has no kernel). (call, the
+# argument named, its expected size)
+BAD_CELL_SIZES = {
+    "gru": (lambda h: torch.ops.aten._thnn_fused_gru_cell(_randn(2, 4).to(DEVICE), _randn(2, 4).to(DEVICE), h),
+            "#5 'prev_hidden' to have 2 elements"),
+    "lstm": (lambda h: torch.ops.aten._thnn_fused_lstm_cell(_randn(2, 6).to(DEVICE), _randn(2, 6).to(DEVICE), h),
+             "#5 'prev_hidden' to have 3 elements"),
+    "lstm bias": (lambda h: torch.ops.aten._thnn_fused_lstm_cell(
+        _randn(2, 16).to(DEVICE), _randn(2, 16).to(DEVICE), h, _randn(15).to(DEVICE), _randn(15).to(DEVICE)),
+        "#3 'input_bias' to have 16 elements"),
+    "gru backward": (lambda h: torch.ops.aten._thnn_fused_gru_cell_backward(h, _randn(2, 4).to(DEVICE), False),
+                     "of size [2, 20], but got tensor of size [2, 4] for argument #2 'workspace'"),
+    "lstm backward": (lambda h: torch.ops.aten._thnn_fused_lstm_cell_backward_impl(
+        h, None, h, h, _randn(2, 4).to(DEVICE), False), "#5 'workspace' to have 32 elements"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CELL_SIZES)
+def test_fused_cells_check_their_sizes_as_cudas_kernels_do(case):
+    call, message = BAD_CELL_SIZES[case]
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        call(_randn(2, 4).to(DEVICE))
+    torch.openreg.synchronize()
 
 
 # --------------------------------------------------------------------------- convolutions
