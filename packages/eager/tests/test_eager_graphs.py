@@ -13,6 +13,7 @@ import copy
 import gc
 import threading
 import time
+import warnings
 
 import pytest
 import torch
@@ -202,6 +203,30 @@ def test_keep_graph_reset_and_recapture(instantiate):
         x.add_(1)
     g.replay()
     assert_close(x.cpu(), _full(10, 8))
+
+
+def test_only_a_kept_graph_is_instantiated_by_the_user():
+    """CUDAGraph's rule: without keep_graph=True, capture_end() instantiates, and instantiate() is refused."""
+    g, x = _graph(), torch.ones(8, device=D)
+    with torch.openreg.graph(g):
+        x.mul_(3)
+    with pytest.raises(RuntimeError, match=r"instantiate\(\) is intended to be called by the user only when "
+                                           r"keep_graph=True"):
+        g.instantiate()
+    g.replay()
+    assert_close(x.cpu(), _full(3, 8))
+
+
+def test_capturing_nothing_warns_as_cuda_does():
+    x, g = torch.ones(8, device=D), _graph()
+    with pytest.warns(UserWarning, match="graph is empty. This usually means that the graph was attempted to be "
+                                         "captured on wrong device or stream"):
+        with torch.openreg.graph(g):
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.openreg.graph(_graph()):
+            x.mul_(2)
 
 
 # --------------------------------------------------------------------------- what capture forbids

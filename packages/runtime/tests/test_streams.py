@@ -56,6 +56,16 @@ def test_elapsed_time():
     assert 90 <= ms < 5000
 
 
+def test_an_event_names_its_class_and_takes_cudas_arguments():
+    """As torch.cuda.Event: its repr names it, and `external` (which CUDA needs to time events recorded in a
+    graph capture) is taken."""
+    e = torch.openreg.Event(enable_timing=True, external=True)
+    assert repr(e) == "<torch.openreg.Event uninitialized>"
+    e.record()
+    assert repr(e).startswith("<torch.openreg.Event device=openreg:0 event_id=0x")
+    e.synchronize()
+
+
 def test_elapsed_time_needs_timing_events():
     start, end = torch.openreg.Event(), torch.openreg.Event()
     start.record()

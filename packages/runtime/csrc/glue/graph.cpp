@@ -37,9 +37,16 @@ struct GraphImpl final : at::GraphImplInterface {
   }
   void capture_end() override {
     checked([&] { graph_.capture_end(); });
-    if (!keep_graph_) instantiate();
+    // CUDA's warning, for work queued on another stream or device than the one captured.
+    if (graph_.listing().empty()) {
+      TORCH_WARN(
+          "The openreg graph is empty. This usually means that the graph was attempted to be captured on "
+          "wrong device or stream.");
+    }
+    instantiated_ = !keep_graph_;
   }
   void instantiate() override {
+    TORCH_CHECK(keep_graph_, "openreg: instantiate() is intended to be called by the user only when keep_graph=True");
     TORCH_CHECK(graph_.captured(), "openreg: instantiate() needs a captured graph: capture one first");
     instantiated_ = true;
   }

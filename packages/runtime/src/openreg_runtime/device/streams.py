@@ -53,10 +53,22 @@ class Stream(torch.Stream):
 class Event(torch.Event):
     """An openreg event: a marker in a stream that can be waited on and timed."""
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                external: bool = False):
+        # `external`, which CUDA needs to time events recorded in a graph capture, changes nothing: openreg's time
+        # there anyway.
         if interprocess:
             raise ValueError("openreg events cannot be shared between processes: use interprocess=False")
         return super().__new__(cls, device=_TYPE, enable_timing=enable_timing, blocking=blocking)
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
+                 external: bool = False):
+        super().__init__()
+
+    def __repr__(self) -> str:
+        if self.event_id == 0:
+            return "<torch.openreg.Event uninitialized>"
+        return f"<torch.openreg.Event device={self.device} event_id={self.event_id:#x}>"
 
     def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds between this event and `end_event`; both must be
