@@ -178,3 +178,70 @@ def test_snapshots_load_in_torchs_memory_viewer(clean_device, history, tmp_path)
         page = plot(snapshot)
         assert "<!DOCTYPE html>" in page and "snapshot.pickle" in page
     del x
+
+
+def _free_in_a_named_function(tensors: list) -> None:
+    tensors.clear()
+
+
+def _names(entries) -> set:
+    return {f["name"] for e in entries for f in e["frames"]}
+
+
+@pytest.mark.parametrize(("context", "block", "alloc", "free"), [
+    ("state", True, False, False), ("alloc", True, True, False), ("all", True, True, True),
+    (None, False, False, False)])
+def test_context_chooses_the_stacks_kept_as_torch_cudas_does(clean_device, context, block, alloc, free):
+    """torch.cuda's contexts: "state" keeps the stacks of live blocks, "alloc" also the trace's allocations, "all"
+    also its frees; None, none."""
+    torch.openreg.memory._record_memory_history(context=context)
+    try:
+        kept, freed = [_allocate_in_a_named_function()], [_allocate_in_a_named_function()]
+        _free_in_a_named_function(freed)
+        snapshot = torch.openreg.memory._snapshot()
+    finally:
+        torch.openreg.memory._record_memory_history(enabled=None)
+    (segment,) = [s for s in snapshot["segments"] if s["address"] == kept[0].data_ptr()]
+    assert ("_allocate_in_a_named_function" in _names(segment["blocks"])) == block
+    trace = snapshot["device_traces"][0]
+    assert ("_allocate_in_a_named_function" in _names(e for e in trace if e["action"] == "alloc")) == alloc
+    assert ("_free_in_a_named_function" in _names(e for e in trace if e["action"].startswith("free"))) == free
+
+
+def test_skip_actions_leaves_them_out_of_the_trace(clean_device):
+    torch.openreg.memory._record_memory_history(skip_actions=["alloc", "free_requested"])
+    try:
+        x = torch.empty(1000, device="openreg")
+        del x
+        actions = {e["action"] for e in torch.openreg.memory._snapshot()["device_traces"][0]}
+    finally:
+        torch.openreg.memory._record_memory_history(enabled=None)
+    assert "free_completed" in actions and not actions & {"alloc", "free_requested"}
+
+
+def test_a_recall_keeps_the_trace_and_stopping_or_clear_history_drops_it(clean_device):
+    def recorded(x):
+        return any(e.get("addr") == x.data_ptr() for e in torch.openreg.memory._snapshot()["device_traces"][0])
+
+    torch.openreg.memory._record_memory_history()
+    try:
+        x = torch.empty(1000, device="openreg")
+        torch.openreg.memory._record_memory_history(context=None)
+        torch.openreg.memory._record_memory_history()
+        assert recorded(x)
+        torch.openreg.memory._record_memory_history(clear_history=True)
+        assert not recorded(x)
+    finally:
+        torch.openreg.memory._record_memory_history(enabled=None)
+    assert torch.openreg.memory._snapshot()["device_traces"][0] == []
+
+
+def test_enabled_state_keeps_the_last_entry(clean_device):
+    torch.openreg.memory._record_memory_history("state")
+    try:
+        for n in (10, 20, 30):
+            torch.empty(n, device="openreg")
+        trace = torch.openreg.memory._snapshot()["device_traces"][0]
+    finally:
+        torch.openreg.memory._record_memory_history(enabled=None)
+    assert len(trace) == 1

@@ -3,6 +3,7 @@
 // device), so that torch.cuda._memory_viz and pytorch.org/memory_viz read them.
 #include "memory_history.h"
 
+#include <pybind11/stl.h>
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -126,7 +127,13 @@ py::dict snapshot() {
 }  // namespace
 
 void bind_memory_history(py::module& m) {
-  m.def("record_memory_history", &glue::history::record, py::arg("enabled"), py::arg("stacks"), py::arg("max_entries"));
+  py::enum_<glue::history::Context>(m, "MemoryHistoryContext")
+      .value("never", glue::history::Context::kNever)
+      .value("state", glue::history::Context::kState)
+      .value("alloc", glue::history::Context::kAlloc)
+      .value("all", glue::history::Context::kAll);
+  m.def("record_memory_history", &glue::history::record, py::arg("enabled"), py::arg("context"), py::arg("max_entries"),
+        py::arg("skip_actions"), py::arg("clear_history"));
   m.def("memory_snapshot", &snapshot);
   m.def("is_recording_memory_history", &glue::history::recording);
 }

@@ -183,16 +183,20 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
 
 
 def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
-                           max_entries: int = sys.maxsize, device: _DeviceLike = None, **kwargs) -> None:
-    """As torch.cuda.memory._record_memory_history: from now on (enabled="all" or "state") keeps each allocation's
-    Python stack (unless context=None) and a history of allocations and frees (the last `max_entries`), for
-    _snapshot(); enabled=None stops. openreg records the Python stack whatever `stacks` asks (no C++ frames), and
-    every device at once."""
+                           max_entries: int = sys.maxsize, device: _DeviceLike = None, clear_history: bool = False,
+                           skip_actions: list[str] | None = None, **kwargs) -> None:
+    """As torch.cuda.memory._record_memory_history: from now on keeps a history of allocations and frees (the last
+    `max_entries` for enabled="all", the last one for "state"; without the actions in `skip_actions`) for
+    _snapshot(), and the Python stacks `context` asks for: "state", those of live blocks; "alloc", also the
+    history's allocations; "all", also its frees; None, none. A re-call changes the options and keeps what was
+    recorded (unless clear_history); enabled=None stops and drops it. openreg records the Python stack whatever
+    `stacks` asks (no C++ frames), and every device at once."""
     if enabled not in ("all", "state", None):
         raise ValueError(f"enabled must be 'all', 'state' or None, not {enabled!r}")
     if context not in ("all", "alloc", "state", None):
         raise ValueError(f"context must be 'all', 'alloc', 'state' or None, not {context!r}")
-    _C.record_memory_history(enabled is not None, context is not None, max_entries if enabled == "all" else 0)
+    _C.record_memory_history(enabled is not None, _C.MemoryHistoryContext.__members__[context or "never"],
+                             max_entries if enabled == "all" else 1, list(skip_actions or ()), clear_history)
 
 
 def _snapshot(device: _DeviceLike = None, **kwargs) -> dict[str, Any]:

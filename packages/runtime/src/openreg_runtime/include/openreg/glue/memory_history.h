@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace openreg::glue::history {
@@ -23,9 +24,14 @@ struct Entry {
   std::shared_ptr<torch::CapturedTraceback> frames;  // null without stacks
 };
 
-// Starts (clearing what was kept) or stops recording; keeps the last
-// `max_entries` entries.
-void record(bool enabled, bool stacks, std::size_t max_entries);
+// Which stacks are kept, as torch.cuda's `context`: none; the stacks of live
+// allocations (the snapshot's blocks); also the trace's allocations; also its frees.
+enum class Context { kNever, kState, kAlloc, kAll };
+
+// Starts or stops recording; keeps the last `max_entries` entries of the trace,
+// leaving out the actions in `skip`. What was recorded is kept while recording
+// goes on (re-calls change the options), dropped when it stops or on `clear`.
+void record(bool enabled, Context context, std::size_t max_entries, std::vector<std::string> skip, bool clear);
 bool recording();
 
 void on_alloc(int device, void* ptr, std::size_t size, int stream);
