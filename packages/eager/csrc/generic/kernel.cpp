@@ -266,8 +266,6 @@ void check_devices_as_cuda_wrapper(const c10::OperatorHandle& op, c10::ArrayRef<
   }
 }
 
-}  // namespace
-
 // An openreg generator given to a call that makes or takes CPU tensors alone (torch.randperm(n, generator=g), as a
 // DataLoader's RandomSampler calls it) reaches openreg through the generator's dispatch key; the CPU kernel's check
 // refuses it, as it refuses a CUDA generator there.
@@ -278,6 +276,8 @@ void refuse_a_generator_for_the_cpu(c10::ArrayRef<c10::IValue> args, const OpInf
   const c10::DeviceType given = args[info.generator_arg].toGenerator().device().type();
   TORCH_CHECK(given != kOpenreg, "Expected a 'cpu' device type for generator but found '", given, "'");
 }
+
+}  // namespace
 
 c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args, const OpInfo& info) {
   check_devices_as_cuda_wrapper(op, args, info);
