@@ -616,6 +616,22 @@ def test_seeding_during_a_capture_may_only_repeat_the_seed():
     _assert_usable(stream)
 
 
+def test_fused_attention_with_dropout_is_captured_and_draws_fresh_masks():
+    """openreg's fused attention seeds a generator of its own for its dropout mask, which the rule above must not
+    refuse; each replay draws a new mask, forward and backward."""
+    q = torch.randn(1, 2, 4, 8, device=D, requires_grad=True)
+    F.scaled_dot_product_attention(q, q, q, dropout_p=0.5).sum().backward()  # outside the capture first
+    g = _graph()
+    with torch.openreg.graph(g):
+        out = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+        out.sum().backward()
+    draws = []
+    for _ in range(2):
+        g.replay()
+        draws.append((out.cpu(), q.grad.cpu()))
+    assert not torch.equal(draws[0][0], draws[1][0])
+
+
 def test_a_capturing_stream_says_so():
     """torch.Stream.is_capturing(), which device-generic code (torch.accelerator) reads, as CUDA's."""
     stream, other, g = torch.openreg.Stream(), torch.openreg.Stream(), _graph()

@@ -111,8 +111,8 @@ Tensor probabilities(const Tensor& s, const Tensor& lse) {
 
 // A fresh generator from the kept seed, so the backward draws the forward's mask.
 Tensor dropout_scale(const Tensor& like, double p, uint64_t seed) {
-  at::Generator gen = at::make_generator<glue::Generator>(like.device().index());
-  gen.set_current_seed(seed);
+  // Seeded as made: seeding an existing generator is refused during a graph capture.
+  at::Generator gen = at::make_generator<glue::Generator>(like.device().index(), seed);
   const double keep = 1.0 - p;
   return at::empty_like(like, at::MemoryFormat::Contiguous).bernoulli_(keep, gen).mul_(keep == 0.0 ? 0.0 : 1.0 / keep);
 }
