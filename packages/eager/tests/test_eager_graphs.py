@@ -601,6 +601,29 @@ def test_a_capture_leaves_the_generator_alone_so_replays_and_eager_draws_interle
     assert torch.equal(out.cpu(), eager.cpu())
 
 
+def test_checkpoint_recomputes_the_forwards_numbers_in_a_captured_graph():
+    """As CUDA's graph-safe offsets: during a capture the generator's state is the capture's relative offset, so
+    checkpoint's saved and restored state makes the recompute draw the forward's numbers at every replay, and the
+    graph's gradient is the eager one (PyTorch's test_cuda.py::test_graph_checkpoint_preserve_rng_state)."""
+    def fn(x):
+        return x * torch.sigmoid(torch.randn(1, device=D))
+
+    def grad():
+        x = torch.ones(1, device=D, requires_grad=True)
+        out = torch.utils.checkpoint.checkpoint(fn, x, use_reentrant=False, preserve_rng_state=True)
+        return torch.autograd.grad(out, x)[0]
+
+    fn(torch.ones(1, device=D))
+    torch.openreg.manual_seed(42)
+    eager = grad().cpu()
+    g = _graph()
+    with torch.openreg.graph(g):
+        graphed = grad()
+    torch.openreg.manual_seed(42)
+    g.replay()
+    assert torch.equal(graphed.cpu(), eager)
+
+
 def test_seeding_during_a_capture_may_only_repeat_the_seed():
     """CUDA's rule: the replays take the offset, so a new seed mid-capture is refused; the same seed changes
     nothing."""

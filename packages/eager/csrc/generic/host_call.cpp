@@ -20,11 +20,17 @@ at::Generator device_generator(const c10::IValue& arg, c10::DeviceIndex device) 
   return gen;
 }
 
-at::Generator take_state(const at::Generator& gen) {
+namespace {
+
+glue::Generator& as_openreg(const at::Generator& gen) {
   auto* dev = dynamic_cast<glue::Generator*>(gen.unsafeGetGeneratorImpl());
   TORCH_CHECK(dev != nullptr, "expected an openreg generator, but got another on ", gen.device());
-  return dev->take_launch();
+  return *dev;
 }
+
+}  // namespace
+
+at::Generator take_state(const at::Generator& gen) { return as_openreg(gen).take_launch(); }
 
 namespace {
 
@@ -71,15 +77,14 @@ HostCall::HostCall(c10::ArrayRef<c10::IValue> args, int generator_arg, c10::Devi
   const bool capturing = is_capturing(stream);
   if (generator_arg >= 0) {
     gen = device_generator(args[generator_arg], device);
-    // A capture draws nothing, so it leaves the generator's offset alone, as CUDA's does: each replay takes
-    // the state then.
+    // A captured launch draws nothing now: it takes an offset relative to each replay's, as CUDA's do.
     if (!capturing) snapshot_ = take_state(*gen);
   }
   if (!capturing) return;
   replayed_ = std::make_shared<Replayed>();
   if (gen) {
-    on_replay(stream, [replayed = replayed_, gen = *gen] {
-      at::Generator state = take_state(gen);
+    on_replay(stream, [replayed = replayed_, gen = *gen, launch = as_openreg(*gen).take_captured()] {
+      at::Generator state = as_openreg(gen).take_replayed(launch);
       std::lock_guard<std::mutex> lock(replayed->mu);
       replayed->states.push_back(std::move(state));
     });

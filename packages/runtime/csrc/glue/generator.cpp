@@ -6,6 +6,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/MT19937RNGEngine.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -44,6 +45,25 @@ at::mt19937 engine_for(uint64_t seed, uint64_t offset) {
 
 }  // namespace
 
+struct Generator::InCapture {
+  const void* id;        // the core's capture
+  uint64_t offset = 0;   // what the next captured launch takes
+  uint64_t reached = 0;  // the whole graph's draws
+  uint64_t base = 0;     // the generator's offset when the replay began
+};
+
+Generator::InCapture* Generator::capturing() {
+  const void* id = openreg::current_stream(device().index()).capture();
+  if (id == nullptr) return nullptr;
+  if (capture_ == nullptr || capture_->id != id) capture_ = std::make_shared<InCapture>(InCapture{id});
+  return capture_.get();
+}
+
+uint64_t& Generator::offset() {
+  InCapture* c = capturing();
+  return c != nullptr ? c->offset : offset_;
+}
+
 Generator::Generator(c10::DeviceIndex device, uint64_t seed)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
@@ -52,7 +72,7 @@ Generator::Generator(c10::DeviceIndex device, uint64_t seed)
 void Generator::set_current_seed(uint64_t seed) {
   // As CUDA's: a capture's replays take the offset then, so seeding mid-capture may only repeat the seed, and
   // leaves the offset alone.
-  if (is_capturing(openreg::current_stream(device().index()))) {
+  if (capturing() != nullptr) {
     TORCH_CHECK(seed == seed_, "openreg's Generator::set_current_seed can be called during stream capture only if ",
                 "new seed is the same as the original seed (", seed_, "; got ", seed, ").");
     return;
@@ -63,10 +83,10 @@ void Generator::set_current_seed(uint64_t seed) {
 
 void Generator::set_offset(uint64_t offset) {
   TORCH_CHECK(offset % 4 == 0, "offset must be a multiple of 4");  // CUDA's check and words
-  offset_ = offset;
+  this->offset() = offset;
 }
 
-uint64_t Generator::get_offset() const { return offset_; }
+uint64_t Generator::get_offset() const { return const_cast<Generator*>(this)->offset(); }
 uint64_t Generator::current_seed() const { return seed_; }
 
 uint64_t Generator::seed() {
@@ -82,8 +102,9 @@ c10::intrusive_ptr<c10::TensorImpl> Generator::get_state() const {
   // (torch.compile's RNG state functions) would make it a tensor without data.
   at::Tensor state =
       at::detail::empty_cpu({2 * sizeof(uint64_t)}, at::kByte, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+  const uint64_t offset = get_offset();
   std::memcpy(state.data_ptr<uint8_t>(), &seed_, sizeof(uint64_t));
-  std::memcpy(state.data_ptr<uint8_t>() + sizeof(uint64_t), &offset_, sizeof(uint64_t));
+  std::memcpy(state.data_ptr<uint8_t>() + sizeof(uint64_t), &offset, sizeof(uint64_t));
   return state.getIntrusivePtr();
 }
 
@@ -95,6 +116,8 @@ void Generator::set_state(const c10::TensorImpl& new_state) {
   uint64_t seed = 0, offset = 0;
   std::memcpy(&seed, bytes, sizeof(uint64_t));
   if (size == 2 * sizeof(uint64_t)) std::memcpy(&offset, bytes + sizeof(uint64_t), sizeof(uint64_t));
+  TORCH_CHECK(capturing() == nullptr || seed == seed_, "openreg's Generator::set_state can be called during stream ",
+              "capture only with the seed the generator has (", seed_, "; got ", seed, ").");
   set_offset(offset);  // checked before anything changes
   seed_ = seed;
 }
@@ -105,6 +128,28 @@ at::Generator Generator::take_launch() {
   launch.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed_, offset_));
   offset_ += kLaunchIncrement;
   return launch;
+}
+
+Generator::Captured Generator::take_captured() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  InCapture* c = capturing();
+  TORCH_INTERNAL_ASSERT(c != nullptr, "take_captured() outside a capture");
+  const Captured launch{capture_, c->offset, c->reached == 0};
+  c->offset += kLaunchIncrement;
+  c->reached = std::max(c->reached, c->offset);
+  return launch;
+}
+
+at::Generator Generator::take_replayed(const Captured& launch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The graph's first launch begins the replay: the ones after it draw from where the generator was then.
+  if (launch.first) {
+    launch.capture->base = offset_;
+    offset_ += launch.capture->reached;
+  }
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed_);
+  gen.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed_, launch.capture->base + launch.offset));
+  return gen;
 }
 
 Generator* Generator::clone_impl() const {

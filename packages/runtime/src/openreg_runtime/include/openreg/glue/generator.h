@@ -2,6 +2,7 @@
 #include <ATen/core/Generator.h>
 
 #include <cstdint>
+#include <memory>
 
 namespace openreg::glue {
 
@@ -29,11 +30,31 @@ struct Generator : c10::GeneratorImpl {
   // Takes mutex_, as torch's own calls on a generator do.
   at::Generator take_launch();
 
+  // A launch captured in a graph takes an offset relative to the replay's
+  // (CUDA's offset_intragraph): each replay adds it to the offset it finds, and
+  // moves that on by the whole graph's draws. While its device's current stream
+  // captures, get_state()/set_state() and get_offset()/set_offset() read and write
+  // the capture's offset, so a state saved and restored there (checkpoint's
+  // recompute) draws the same numbers at each replay.
+  struct InCapture;
+  struct Captured {
+    std::shared_ptr<InCapture> capture;
+    uint64_t offset;  // relative to the replay's
+    bool first;       // the capture's first launch, which begins each replay
+  };
+  Captured take_captured();
+  // At a replay, the CPU generator for a launch `take_captured()` recorded.
+  at::Generator take_replayed(const Captured& launch);
+
  private:
   Generator* clone_impl() const override;
+  // The capture now underway on this generator's device, or nullptr. Under mutex_.
+  InCapture* capturing();
+  uint64_t& offset();  // the capture's while one is underway
 
   uint64_t seed_;
   uint64_t offset_ = 0;
+  std::shared_ptr<InCapture> capture_;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);
