@@ -624,19 +624,53 @@ def test_checkpoint_recomputes_the_forwards_numbers_in_a_captured_graph():
     assert torch.equal(graphed.cpu(), eager)
 
 
+def _draws_switching_states(gen, first, second):
+    """Five numbers from `second`'s state, then twice five from `first`'s, through one generator."""
+    gen.graphsafe_set_state(second)
+    out = [torch.rand(5, device=D, generator=gen)]
+    gen.graphsafe_set_state(first)
+    out += [torch.rand(5, device=D, generator=gen) for _ in range(2)]
+    return out
+
+
+def test_graphsafe_generator_states_replay_what_eager_draws():
+    """As CUDA's: graphsafe_get_state() shares a generator's state, clone_state() copies it, graphsafe_set_state()
+    switches; a graph that switches states draws at each replay what the same code draws eagerly."""
+    def states():
+        gen = torch.Generator(device=D).manual_seed(0)
+        return gen, gen.graphsafe_get_state(), gen.clone_state()
+
+    eager_gen, eager_first, eager_second = states()
+    eager = [torch.stack(_draws_switching_states(eager_gen, eager_first, eager_second)) for _ in range(2)]
+    gen, first, second = states()
+    g = _graph()
+    g.register_generator_state(first)
+    g.register_generator_state(second)
+    with torch.openreg.graph(g):
+        out = _draws_switching_states(gen, first, second)
+    for want in eager:
+        g.replay()
+        assert torch.equal(torch.stack(out).cpu(), want.cpu())
+    with pytest.raises(TypeError, match="takes an openreg generator"):
+        g.register_generator_state(torch.Generator())
+
+
 def test_seeding_during_a_capture_may_only_repeat_the_seed():
     """CUDA's rule: the replays take the offset, so a new seed mid-capture is refused; the same seed changes
     nothing."""
+    gen = torch.openreg.default_generators[0]
     torch.openreg.manual_seed(3)
     torch.rand(4, device=D)
-    offset = torch.openreg.default_generators[0].get_offset()
+    offset = gen.get_offset()
     with _capturing(_graph()) as stream:
+        torch.rand(4, device=D)
         torch.openreg.manual_seed(3)
-        assert torch.openreg.default_generators[0].get_offset() == offset
+        assert gen.get_offset() == 4  # the capture's own, relative to each replay's, which seeding leaves alone
         with pytest.raises(RuntimeError, match=r"only if new seed is the same as the original seed \(3; got 4\)"):
             torch.openreg.manual_seed(4)
         assert torch.openreg.initial_seed() == 3
     _assert_usable(stream)
+    assert gen.get_offset() == offset
 
 
 def test_fused_attention_with_dropout_is_captured_and_draws_fresh_masks():

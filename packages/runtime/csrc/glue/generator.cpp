@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "openreg/core/detail/capture.h"
 #include "openreg/core/device.h"
 #include "openreg/core/graph.h"
 #include "openreg/core/stream.h"
@@ -45,40 +46,53 @@ at::mt19937 engine_for(uint64_t seed, uint64_t offset) {
 
 }  // namespace
 
+struct Generator::State {
+  uint64_t seed;
+  uint64_t offset = 0;
+  std::shared_ptr<InCapture> capture;
+};
+
 struct Generator::InCapture {
-  const void* id;        // the core's capture
+  // The core's capture: held weakly, since a later one may take its address.
+  std::weak_ptr<detail::Capture> capture;
   uint64_t offset = 0;   // what the next captured launch takes
   uint64_t reached = 0;  // the whole graph's draws
   uint64_t base = 0;     // the generator's offset when the replay began
 };
 
 Generator::InCapture* Generator::capturing() {
-  const void* id = openreg::current_stream(device().index()).capture();
-  if (id == nullptr) return nullptr;
-  if (capture_ == nullptr || capture_->id != id) capture_ = std::make_shared<InCapture>(InCapture{id});
-  return capture_.get();
+  detail::Capture* now = openreg::current_stream(device().index()).capture();
+  if (now == nullptr) return nullptr;
+  std::shared_ptr<InCapture>& capture = state_->capture;
+  if (capture == nullptr || capture->capture.lock().get() != now) {
+    capture = std::make_shared<InCapture>(InCapture{now->weak_from_this()});
+  }
+  return capture.get();
 }
 
 uint64_t& Generator::offset() {
   InCapture* c = capturing();
-  return c != nullptr ? c->offset : offset_;
+  return c != nullptr ? c->offset : state_->offset;
 }
 
 Generator::Generator(c10::DeviceIndex device, uint64_t seed)
+    : Generator(device, std::make_shared<State>(State{seed})) {}
+
+Generator::Generator(c10::DeviceIndex device, std::shared_ptr<State> state)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, device),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed) {}
+      state_(std::move(state)) {}
 
 void Generator::set_current_seed(uint64_t seed) {
   // As CUDA's: a capture's replays take the offset then, so seeding mid-capture may only repeat the seed, and
   // leaves the offset alone.
   if (capturing() != nullptr) {
-    TORCH_CHECK(seed == seed_, "openreg's Generator::set_current_seed can be called during stream capture only if ",
-                "new seed is the same as the original seed (", seed_, "; got ", seed, ").");
+    TORCH_CHECK(seed == state_->seed, "openreg's Generator::set_current_seed can be called during stream capture ",
+                "only if new seed is the same as the original seed (", state_->seed, "; got ", seed, ").");
     return;
   }
-  seed_ = seed;
-  offset_ = 0;
+  state_->seed = seed;
+  state_->offset = 0;
 }
 
 void Generator::set_offset(uint64_t offset) {
@@ -87,7 +101,7 @@ void Generator::set_offset(uint64_t offset) {
 }
 
 uint64_t Generator::get_offset() const { return const_cast<Generator*>(this)->offset(); }
-uint64_t Generator::current_seed() const { return seed_; }
+uint64_t Generator::current_seed() const { return state_->seed; }
 
 uint64_t Generator::seed() {
   const uint64_t random = c10::detail::getNonDeterministicRandom(true);
@@ -103,7 +117,7 @@ c10::intrusive_ptr<c10::TensorImpl> Generator::get_state() const {
   at::Tensor state =
       at::detail::empty_cpu({2 * sizeof(uint64_t)}, at::kByte, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
   const uint64_t offset = get_offset();
-  std::memcpy(state.data_ptr<uint8_t>(), &seed_, sizeof(uint64_t));
+  std::memcpy(state.data_ptr<uint8_t>(), &state_->seed, sizeof(uint64_t));
   std::memcpy(state.data_ptr<uint8_t>() + sizeof(uint64_t), &offset, sizeof(uint64_t));
   return state.getIntrusivePtr();
 }
@@ -116,17 +130,26 @@ void Generator::set_state(const c10::TensorImpl& new_state) {
   uint64_t seed = 0, offset = 0;
   std::memcpy(&seed, bytes, sizeof(uint64_t));
   if (size == 2 * sizeof(uint64_t)) std::memcpy(&offset, bytes + sizeof(uint64_t), sizeof(uint64_t));
-  TORCH_CHECK(capturing() == nullptr || seed == seed_, "openreg's Generator::set_state can be called during stream ",
-              "capture only with the seed the generator has (", seed_, "; got ", seed, ").");
+  TORCH_CHECK(capturing() == nullptr || seed == state_->seed, "openreg's Generator::set_state can be called during ",
+              "stream capture only with the seed the generator has (", state_->seed, "; got ", seed, ").");
   set_offset(offset);  // checked before anything changes
-  seed_ = seed;
+  state_->seed = seed;
 }
+
+namespace {
+
+at::Generator cpu_generator(uint64_t seed, uint64_t offset) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  gen.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed, offset));
+  return gen;
+}
+
+}  // namespace
 
 at::Generator Generator::take_launch() {
   std::lock_guard<std::mutex> lock(mutex_);
-  at::Generator launch = at::make_generator<at::CPUGeneratorImpl>(seed_);
-  launch.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed_, offset_));
-  offset_ += kLaunchIncrement;
+  at::Generator launch = cpu_generator(state_->seed, state_->offset);
+  state_->offset += kLaunchIncrement;
   return launch;
 }
 
@@ -134,7 +157,7 @@ Generator::Captured Generator::take_captured() {
   std::lock_guard<std::mutex> lock(mutex_);
   InCapture* c = capturing();
   TORCH_INTERNAL_ASSERT(c != nullptr, "take_captured() outside a capture");
-  const Captured launch{capture_, c->offset, c->reached == 0};
+  const Captured launch{state_, state_->capture, c->offset, c->reached == 0};
   c->offset += kLaunchIncrement;
   c->reached = std::max(c->reached, c->offset);
   return launch;
@@ -142,20 +165,30 @@ Generator::Captured Generator::take_captured() {
 
 at::Generator Generator::take_replayed(const Captured& launch) {
   std::lock_guard<std::mutex> lock(mutex_);
-  // The graph's first launch begins the replay: the ones after it draw from where the generator was then.
+  // The graph's first launch from a state begins the replay: the ones after it draw from where it was then.
+  State& state = *launch.state;
   if (launch.first) {
-    launch.capture->base = offset_;
-    offset_ += launch.capture->reached;
+    launch.capture->base = state.offset;
+    state.offset += launch.capture->reached;
   }
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed_);
-  gen.get<at::CPUGeneratorImpl>()->set_engine(engine_for(seed_, launch.capture->base + launch.offset));
-  return gen;
+  return cpu_generator(state.seed, launch.capture->base + launch.offset);
+}
+
+c10::intrusive_ptr<c10::GeneratorImpl> Generator::graphsafe_get_state() const {
+  return c10::make_intrusive<Generator>(device_.index(), state_);
+}
+
+void Generator::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  auto* other = dynamic_cast<Generator*>(state.get());
+  TORCH_CHECK(other != nullptr,
+              "graphsafe_set_state of an openreg generator takes an openreg generator's state "
+              "(graphsafe_get_state() or clone_state() of one), not one on ",
+              state->device());
+  state_ = other->state_;
 }
 
 Generator* Generator::clone_impl() const {
-  auto* copy = new Generator(device_.index(), seed_);
-  copy->offset_ = offset_;
-  return copy;
+  return new Generator(device_.index(), std::make_shared<State>(State{state_->seed, state_->offset}));
 }
 
 const at::Generator& default_generator(c10::DeviceIndex device) {

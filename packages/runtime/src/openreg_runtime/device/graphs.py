@@ -11,7 +11,7 @@ import torch
 from .. import _C
 from ._devices import _lazy_init, _torch_cuda_implementation, current_device, is_initialized, synchronize
 from .memory import empty_cache
-from .streams import Stream, StreamContext, current_stream, stream
+from .streams import _TYPE, Stream, StreamContext, current_stream, stream
 
 
 class OpenRegGraph(torch.accelerator.Graph):
@@ -28,6 +28,13 @@ class OpenRegGraph(torch.accelerator.Graph):
         """Begins capturing the current stream's work; `pool` shares another graph's memory pool."""
         torch._C._acceleratorGraph.capture_begin(
             self, pool=self.graph_pool if pool is None else pool, capture_error_mode=capture_error_mode)
+
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        """As CUDAGraph's. openreg's replays already move on every generator state their capture drew from (where
+        CUDA's refuse a state not registered), so this only checks `generator`."""
+        if not isinstance(generator, torch.Generator) or generator.device.type != _TYPE:
+            raise TypeError(f"register_generator_state takes an openreg generator (or its graphsafe_get_state() or "
+                            f"clone_state()), not {generator!r}")
 
 
 class graph:

@@ -17,6 +17,8 @@ struct Generator : c10::GeneratorImpl {
   static constexpr uint64_t kLaunchIncrement = 4;
 
   explicit Generator(c10::DeviceIndex device, uint64_t seed = c10::default_rng_seed_val);
+  struct State;
+  Generator(c10::DeviceIndex device, std::shared_ptr<State> state);  // sharing `state`
 
   void set_current_seed(uint64_t seed) override;
   void set_offset(uint64_t offset) override;
@@ -25,6 +27,10 @@ struct Generator : c10::GeneratorImpl {
   uint64_t seed() override;
   void set_state(const c10::TensorImpl& new_state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  // As CUDA's: a generator sharing this one's state (its seed, offset and
+  // capture), and taking another's; clone_state() copies it.
+  c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
+  void graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) override;
 
   // The CPU generator for the next launch's numbers; moves the offset on.
   // Takes mutex_, as torch's own calls on a generator do.
@@ -38,9 +44,10 @@ struct Generator : c10::GeneratorImpl {
   // recompute) draws the same numbers at each replay.
   struct InCapture;
   struct Captured {
+    std::shared_ptr<State> state;  // the one drawn from, whichever the generator has at replay
     std::shared_ptr<InCapture> capture;
     uint64_t offset;  // relative to the replay's
-    bool first;       // the capture's first launch, which begins each replay
+    bool first;       // the state's first launch in the capture, which begins each replay
   };
   Captured take_captured();
   // At a replay, the CPU generator for a launch `take_captured()` recorded.
@@ -52,9 +59,7 @@ struct Generator : c10::GeneratorImpl {
   InCapture* capturing();
   uint64_t& offset();  // the capture's while one is underway
 
-  uint64_t seed_;
-  uint64_t offset_ = 0;
-  std::shared_ptr<InCapture> capture_;
+  std::shared_ptr<State> state_;
 };
 
 const at::Generator& default_generator(c10::DeviceIndex device);
