@@ -705,6 +705,10 @@ def test_a_capturing_stream_says_so():
 OPTIMIZERS = {  # name -> (optimizer of the CPU reference, optimizer of the graphed model)
     "sgd": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),) * 2,
     "adam": (lambda p: torch.optim.Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01, capturable=True)),
+    # The fused steps torch has no meta kernel for, captured as CUDA captures them.
+    "sgd_fused": (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                  lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, fused=True)),
+    "adagrad_fused": (lambda p: torch.optim.Adagrad(p, lr=0.1), lambda p: torch.optim.Adagrad(p, lr=0.1, fused=True)),
 }
 
 

@@ -50,3 +50,13 @@ def test_ops_openreg_runs_on_the_host_where_cuda_queues_them_are_not_reported():
     indices, offsets = torch.tensor([1, 2, 3, 4], device="openreg"), torch.tensor([0, 2], device="openreg")
     with torch.inference_mode():  # the fast path: _native_multi_head_attention
         assert _reported(lambda: (bn(x), bag(indices, offsets), attention(q, q, q, need_weights=False))) == []
+
+
+@pytest.mark.parametrize("opt", [torch.optim.SGD, torch.optim.Adagrad], ids=["sgd", "adagrad"])
+def test_fused_steps_torch_has_no_meta_kernel_for_queue(opt):
+    """The fused SGD and Adagrad steps (torch has a meta kernel for Adam's alone) queue as CUDA's do; they waited
+    for the device at every step."""
+    w = torch.randn(5, 5, device="openreg", requires_grad=True)
+    w.grad = torch.randn_like(w)
+    optimizer = opt([w], lr=0.1, fused=True)
+    assert _reported(lambda: [optimizer.step() for _ in range(3)]) == []

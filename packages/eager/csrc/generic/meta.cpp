@@ -172,6 +172,18 @@ void put_global_state(Key& key) {
                  ctx.deterministicAlgorithmsWarnOnly()});
 }
 
+// An op that updates its arguments in place and returns nothing: one without a meta kernel (the fused SGD and
+// Adagrad steps; torch has Adam's) leaves them their layouts, which is all the queue needs of a meta kernel, and
+// its signature's first call, at the call, checks the rest. Else it would wait for the device at every step,
+// which a graph capture refuses.
+bool updates_in_place(const c10::FunctionSchema& schema) {
+  if (!schema.returns().empty()) return false;
+  for (const auto& a : schema.arguments()) {
+    if (a.alias_info() != nullptr && a.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
 std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                               bool rethrow) {
   torch::jit::Stack stack;
@@ -193,6 +205,10 @@ std::shared_ptr<const MetaResult> run_on_meta(const c10::OperatorHandle& op, c10
   try {
     glue::WorkerDispatchState as_on_the_device;
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const c10::NotImplementedError&) {  // torch's Meta fallback: no meta kernel
+    if (rethrow) throw;
+    if (!updates_in_place(op.schema())) return nullptr;
+    stack.clear();
   } catch (const std::exception&) {
     if (rethrow) throw;
     return nullptr;
