@@ -160,3 +160,20 @@ def test_running_out_of_memory_during_a_capture_raises_the_out_of_memory_error(r
     """, env={"OPENREG_DEVICE_MEMORY": "64MiB"})
     assert proc.returncode == 0, describe_proc(proc)
     assert proc.stdout.split("\n")[:2] == ["out of memory not capturing", "3"]
+
+
+def test_a_pool_serves_an_allocation_that_ran_out_of_memory_from_a_larger_block_of_its_own(run_python, describe_proc):
+    """CUDA splits the pool's free 48 MiB block for a 24 MiB request; openreg, which never splits, gives it whole
+    rather than run out of memory (outside the out-of-memory path a block at most a quarter larger is taken)."""
+    proc = run_python("""
+        import torch, openreg_runtime
+        pool = torch.openreg.MemPool()
+        with torch.openreg.use_mem_pool(pool):
+            block = torch.empty(48 * 2**20, dtype=torch.uint8, device="openreg")
+            address = block.data_ptr()
+            del block
+            x = torch.full((24 * 2**20,), 5, dtype=torch.uint8, device="openreg")
+        print(x.data_ptr() == address, int(x[-1].item()))
+    """, env={"OPENREG_DEVICE_MEMORY": "64MiB"})
+    assert proc.returncode == 0, describe_proc(proc)
+    assert proc.stdout.split("\n")[0] == "True 5"

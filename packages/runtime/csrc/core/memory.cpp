@@ -249,6 +249,8 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
         }
       }
       if (attempt > 0 || !may_drain) {
+        // Nothing else can serve it: a larger cached block of its own pool (CUDA would split one), then a lender's.
+        if (void* p = take_cached(size, nbytes, owner, /*any_larger=*/true)) return p;
         for (uint64_t lender : lent_on_oom_) {
           if (-static_cast<Owner>(lender) == owner || pool_users_.count(lender) == 0) continue;
           // CUDA splits a lender's larger block; this allocator does not split, and lends it whole.

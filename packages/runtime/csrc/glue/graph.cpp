@@ -46,7 +46,7 @@ struct GraphImpl final : at::GraphImplInterface {
     instantiated_ = !keep_graph_;
   }
   void instantiate() override {
-    TORCH_CHECK(keep_graph_, "openreg: instantiate() is intended to be called by the user only when keep_graph=True");
+    TORCH_CHECK(keep_graph_, "openreg: instantiate() is intended to be called by the user only when keep_graph=true");
     TORCH_CHECK(graph_.captured(), "openreg: instantiate() needs a captured graph: capture one first");
     instantiated_ = true;
   }
