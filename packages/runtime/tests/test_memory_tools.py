@@ -245,3 +245,20 @@ def test_enabled_state_keeps_the_last_entry(clean_device):
     finally:
         torch.openreg.memory._record_memory_history(enabled=None)
     assert len(trace) == 1
+
+
+@pytest.mark.parametrize(("context", "shown"), [("alloc", "_allocate_in_a_named_function"),
+                                                ("all", "_empty_cache_here")])
+def test_a_freed_segment_shows_the_stack_torch_cudas_context_gives_it(clean_device, context, shown):
+    """CUDA's: the stack that mapped the segment, unless context="all" records the freeing one."""
+    torch.openreg.memory._record_memory_history(context=context)
+    try:
+        x = _allocate_in_a_named_function()
+        address = x.data_ptr()
+        del x
+        _empty_cache_here()
+        trace = torch.openreg.memory._snapshot()["device_traces"][0]
+    finally:
+        torch.openreg.memory._record_memory_history(enabled=None)
+    (freed,) = [e for e in trace if e["action"] == "segment_free" and e["addr"] == address]
+    assert next(f["name"] for f in freed["frames"] if f["filename"] == __file__) == shown

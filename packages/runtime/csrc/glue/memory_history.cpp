@@ -27,6 +27,7 @@ std::size_t g_max_entries = 0;
 std::vector<std::string> g_skip;
 std::deque<Entry> g_entries;
 std::unordered_map<uintptr_t, Live> g_live;
+std::unordered_map<uintptr_t, std::shared_ptr<torch::CapturedTraceback>> g_segments;  // the stacks that mapped them
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -57,7 +58,10 @@ void record(bool enabled, Context context, std::size_t max_entries, std::vector<
     g_entries.clear();
     for (int d = 0; d < device_count(); ++d) device_memory(d).take_notes();
   }
-  if (starts) g_live.clear();
+  if (starts) {
+    g_live.clear();
+    g_segments.clear();
+  }
   g_context.store(enabled ? context : Context::kNever, std::memory_order_relaxed);
   g_max_entries = max_entries;
   while (g_entries.size() > g_max_entries) g_entries.pop_front();
@@ -77,7 +81,17 @@ void note_segments(int device, std::shared_ptr<torch::CapturedTraceback> frames)
   }
   static constexpr const char* kActions[] = {"segment_alloc", "segment_free", "oom"};
   std::lock_guard<std::mutex> lock(g_mu);
-  for (const SegmentNote& n : notes) push(Entry{kActions[n.kind], device, n.addr, n.size, n.stream, now_us(), frames});
+  for (const SegmentNote& n : notes) {
+    // As CUDA's: a freed segment shows the stack that mapped it, unless context="all" keeps the freeing one.
+    std::shared_ptr<torch::CapturedTraceback> shown = frames;
+    if (n.kind == SegmentNote::kMapped && frames != nullptr) g_segments[n.addr] = frames;
+    if (n.kind == SegmentNote::kUnmapped) {
+      auto mapped = g_segments.find(n.addr);
+      if (!keeps(Context::kAll) && mapped != g_segments.end()) shown = mapped->second;
+      if (mapped != g_segments.end()) g_segments.erase(mapped);
+    }
+    push(Entry{kActions[n.kind], device, n.addr, n.size, n.stream, now_us(), std::move(shown)});
+  }
 }
 
 void on_alloc(int device, void* ptr, std::size_t size, int stream) {
