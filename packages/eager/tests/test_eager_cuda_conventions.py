@@ -4,6 +4,8 @@ CUDA's there, the same as its own meta kernel's. The values the two conventions 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -334,6 +336,22 @@ def test_cholesky_inverse_solves_against_the_identity_as_cuda(upper):
     out = torch.empty(0, dtype=torch.float64, device="openreg")
     assert torch.cholesky_inverse(factor.to("openreg"), upper=upper, out=out) is out
     assert torch.equal(out.cpu(), result.cpu())
+
+
+@pytest.mark.parametrize(("factor_shape", "out_shape"), [((3, 3), (0,)), ((2, 3, 3), (0,)), ((0, 2, 2), (0, 2, 2)),
+                                                         ((3, 3), (3, 3)), ((3, 3), (2, 2))])
+def test_cholesky_inverse_lays_out_its_out_as_atens_kernel(factor_shape, out_shape):
+    """ATen's kernel (the CPU's and CUDA's) lays an empty `out` out batched column-major, as LAPACK writes it, and
+    keeps or resizes any other as resize_output does."""
+    def layout(device):
+        eye = torch.eye(factor_shape[-1], dtype=torch.float64).expand(factor_shape)
+        out = torch.empty(out_shape, dtype=torch.float64, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # resize_output's warning for a non-empty out of another shape
+            torch.cholesky_inverse(eye.to(device), out=out)
+        return out.shape, out.stride()
+
+    assert layout("openreg") == layout("cpu")
 
 
 def test_cholesky_inverse_of_a_zero_on_the_diagonal_is_inf_or_nan_as_on_cuda():

@@ -34,6 +34,11 @@ at::Tensor& inverse_out(const at::Tensor& factor, bool upper, at::Tensor& out) {
   at::native::checkSameDevice("cholesky_inverse", out, factor);
   at::native::checkLinalgCompatibleDtype("cholesky_inverse", out, factor);
   const at::Tensor result = solved(factor, upper);
+  // ATen's: an empty `out` of the input's dtype is laid out batched column-major, as LAPACK writes it.
+  if (out.numel() == 0 && out.scalar_type() == factor.scalar_type()) {
+    out.resize_(factor.mT().sizes(), at::MemoryFormat::Contiguous);
+    out.transpose_(-2, -1);
+  }
   at::native::resize_output(out, result.sizes());
   return out.copy_(result);
 }
