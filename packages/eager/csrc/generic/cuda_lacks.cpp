@@ -2,8 +2,9 @@
 
 #include <c10/util/Exception.h>
 
-#include <algorithm>
 #include <string_view>
+
+#include "word_list.h"
 
 namespace openreg::eager {
 namespace {
@@ -228,12 +229,7 @@ bool names(const Row& row, const c10::OperatorName& op) {
   if (row.overloads.empty()) return true;
   const std::string_view want =
       op.overload_name.empty() ? std::string_view("default") : std::string_view(op.overload_name);
-  for (size_t start = 0; start < row.overloads.size();) {
-    const size_t end = std::min(row.overloads.find(' ', start), row.overloads.size());
-    if (row.overloads.substr(start, end - start) == want) return true;
-    start = end + 1;
-  }
-  return false;
+  return lists(row.overloads, want);
 }
 
 template <size_t N>

@@ -2,10 +2,11 @@
 
 #include <torch/version.h>
 
-#include <algorithm>
 #include <initializer_list>
 #include <string>
 #include <string_view>
+
+#include "word_list.h"
 
 namespace openreg::eager {
 namespace {
@@ -90,15 +91,9 @@ bool refused_for_argument(const CudaRefusal& refusal, const c10::FunctionSchema&
   if (refusal.arg.empty()) return true;
   const c10::IValue& value = args[*schema.argumentIndexWithName(refusal.arg)];
   const std::string given = value.isString() ? value.toStringRef() : std::to_string(value.toInt());
-  for (size_t start = 0; start < refusal.values.size();) {
-    const size_t end = std::min(refusal.values.find(' ', start), refusal.values.size());
-    if (refusal.values.substr(start, end - start) == given) {
-      *why = " with " + std::string(refusal.arg) + "=" + (value.isString() ? "'" + given + "'" : given);
-      return true;
-    }
-    start = end + 1;
-  }
-  return false;
+  if (!lists(refusal.values, given)) return false;
+  *why = " with " + std::string(refusal.arg) + "=" + (value.isString() ? "'" + given + "'" : given);
+  return true;
 }
 
 }  // namespace openreg::eager

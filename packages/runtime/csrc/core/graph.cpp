@@ -292,6 +292,8 @@ void Graph::reset() {
   pool_ = 0;
 }
 
+bool Graph::empty() const { return work_ == nullptr || work_->tasks.empty(); }
+
 std::vector<std::string> Graph::listing() const {
   std::vector<std::string> names;
   if (work_) {

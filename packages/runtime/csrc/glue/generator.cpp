@@ -60,7 +60,7 @@ struct Generator::InCapture {
   uint64_t base = 0;     // the generator's offset when the replay began
 };
 
-Generator::InCapture* Generator::capturing() {
+Generator::InCapture* Generator::capturing() const {
   detail::Capture* now = openreg::current_stream(device().index()).capture();
   if (now == nullptr) return nullptr;
   std::shared_ptr<InCapture>& capture = state_->capture;
@@ -70,7 +70,7 @@ Generator::InCapture* Generator::capturing() {
   return capture.get();
 }
 
-uint64_t& Generator::offset() {
+uint64_t& Generator::offset() const {
   InCapture* c = capturing();
   return c != nullptr ? c->offset : state_->offset;
 }
@@ -100,7 +100,7 @@ void Generator::set_offset(uint64_t offset) {
   this->offset() = offset;
 }
 
-uint64_t Generator::get_offset() const { return const_cast<Generator*>(this)->offset(); }
+uint64_t Generator::get_offset() const { return offset(); }
 uint64_t Generator::current_seed() const { return state_->seed; }
 
 uint64_t Generator::seed() {

@@ -38,7 +38,7 @@ struct GraphImpl final : at::GraphImplInterface {
   void capture_end() override {
     checked([&] { graph_.capture_end(); });
     // CUDA's warning, for work queued on another stream or device than the one captured.
-    if (graph_.listing().empty()) {
+    if (graph_.empty()) {
       TORCH_WARN(
           "The openreg graph is empty. This usually means that the graph was attempted to be captured on "
           "wrong device or stream.");

@@ -61,10 +61,6 @@ class Event(torch.Event):
             raise ValueError("openreg events cannot be shared between processes: use interprocess=False")
         return super().__new__(cls, device=_TYPE, enable_timing=enable_timing, blocking=blocking)
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False,
-                 external: bool = False):
-        super().__init__()
-
     def __repr__(self) -> str:
         if self.event_id == 0:
             return "<torch.openreg.Event uninitialized>"

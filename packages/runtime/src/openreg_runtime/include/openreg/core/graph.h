@@ -49,6 +49,7 @@ class Graph {
   bool captured() const { return work_ != nullptr; }
   // The recorded tasks' names, in the order they run.
   std::vector<std::string> listing() const;
+  bool empty() const;  // whether the capture recorded no task
 
  private:
   struct Work;

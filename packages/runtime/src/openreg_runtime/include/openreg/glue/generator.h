@@ -56,8 +56,8 @@ struct Generator : c10::GeneratorImpl {
  private:
   Generator* clone_impl() const override;
   // The capture now underway on this generator's device, or nullptr. Under mutex_.
-  InCapture* capturing();
-  uint64_t& offset();  // the capture's while one is underway
+  InCapture* capturing() const;
+  uint64_t& offset() const;  // the capture's while one is underway
 
   std::shared_ptr<State> state_;
 };
