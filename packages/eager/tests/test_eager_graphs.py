@@ -655,6 +655,49 @@ def test_graphsafe_generator_states_replay_what_eager_draws():
         g.register_generator_state(torch.Generator())
 
 
+def test_a_capture_draws_only_from_registered_generator_states():
+    """CUDA's rule: a capture draws from its device's default generator and from the states registered with its
+    graph (before capture_begin); any other draw is refused at the call, the capture goes on, and a registered
+    generator's replays draw what the same generator draws eagerly, each replay the next numbers."""
+    def seeded():
+        return torch.Generator(device=D).manual_seed(11)
+
+    twin = seeded()
+    eager = [torch.rand(6, device=D, generator=twin).cpu() for _ in range(3)]
+    gen, stranger, g = seeded(), seeded(), _graph()
+    g.register_generator_state(gen)
+    with _capturing(g) as stream:
+        out = torch.rand(6, device=D, generator=gen)
+        with pytest.raises(RuntimeError, match="generator not in capture mode.*register_generator_state"):
+            torch.rand(6, device=D, generator=stranger)
+        default = torch.rand(6, device=D)
+        with pytest.raises(RuntimeError, match="Cannot register the state during capturing stage"):
+            g.register_generator_state(stranger)
+        g.capture_end()
+    _assert_usable(stream)
+    assert stranger.get_offset() == 0  # the refused draw took nothing
+    for want in eager[:2]:
+        g.replay()
+        assert torch.equal(out.cpu(), want)
+    assert torch.equal(torch.rand(6, device=D, generator=gen).cpu(), eager[2])
+    first = default.cpu()
+    g.replay()
+    assert not torch.equal(default.cpu(), first)
+
+
+def test_a_plain_accelerator_graph_registers_the_default_generator():
+    """torch.accelerator.Graph, without openreg's Python class, draws from the default generator as CUDA's does."""
+    g = torch.accelerator.Graph()
+    with torch.openreg.stream(torch.openreg.Stream()):
+        g.capture_begin()
+        r = torch.rand(8, device=D)
+        g.capture_end()
+    g.replay()
+    first = r.cpu()
+    g.replay()
+    assert not torch.equal(r.cpu(), first)
+
+
 def test_seeding_during_a_capture_may_only_repeat_the_seed():
     """CUDA's rule: the replays take the offset, so a new seed mid-capture is refused; the same seed changes
     nothing."""

@@ -111,8 +111,10 @@ Tensor probabilities(const Tensor& s, const Tensor& lse) {
 
 // A fresh generator from the kept seed, so the backward draws the forward's mask.
 Tensor dropout_scale(const Tensor& like, double p, uint64_t seed) {
-  // Seeded as made: seeding an existing generator is refused during a graph capture.
+  // Seeded as made: seeding an existing generator is refused during a graph capture. Its own state is registered
+  // with a capture underway, so that each replay draws a new mask (and the backward, at the same replay, the same).
   at::Generator gen = at::make_generator<glue::Generator>(like.device().index(), seed);
+  gen.get<glue::Generator>()->begin_capture();
   const double keep = 1.0 - p;
   return at::empty_like(like, at::MemoryFormat::Contiguous).bernoulli_(keep, gen).mul_(keep == 0.0 ? 0.0 : 1.0 / keep);
 }

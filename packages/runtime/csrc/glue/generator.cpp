@@ -62,12 +62,14 @@ struct Generator::InCapture {
 
 Generator::InCapture* Generator::capturing() const {
   detail::Capture* now = openreg::current_stream(device().index()).capture();
-  if (now == nullptr) return nullptr;
-  std::shared_ptr<InCapture>& capture = state_->capture;
-  if (capture == nullptr || capture->capture.lock().get() != now) {
-    capture = std::make_shared<InCapture>(InCapture{now->weak_from_this()});
-  }
-  return capture.get();
+  const std::shared_ptr<InCapture>& capture = state_->capture;
+  return now != nullptr && capture != nullptr && capture->capture.lock().get() == now ? capture.get() : nullptr;
+}
+
+void Generator::begin_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  detail::Capture* now = openreg::current_stream(device().index()).capture();
+  if (now != nullptr) state_->capture = std::make_shared<InCapture>(InCapture{now->weak_from_this()});
 }
 
 uint64_t& Generator::offset() const {
@@ -156,7 +158,11 @@ at::Generator Generator::take_launch() {
 Generator::Captured Generator::take_captured() {
   std::lock_guard<std::mutex> lock(mutex_);
   InCapture* c = capturing();
-  TORCH_INTERNAL_ASSERT(c != nullptr, "take_captured() outside a capture");
+  // CUDA's check and words: a replay moves on only the states its graph registered.
+  TORCH_CHECK(c != nullptr,
+              "Attempt to increase offset for an openreg generator not in capture mode. A graph captures random "
+              "numbers from its device's default generator and from the generators registered with it: call "
+              "graph.register_generator_state(generator) before capture_begin().");
   const Captured launch{state_, state_->capture, c->offset, c->reached == 0};
   c->offset += kLaunchIncrement;
   c->reached = std::max(c->reached, c->offset);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "openreg/core/device.h"
+#include "openreg/glue/generator.h"
 #include "openreg/glue/launch.h"
 
 namespace openreg::glue {
@@ -32,6 +33,9 @@ struct GraphImpl final : at::GraphImplInterface {
     // A pool handle is (0, id); a graph's own pool, which another graph may share, is (id, 0).
     const uint64_t id = pool.first != 0 ? pool.first : pool.second;
     checked([&] { graph_.capture_begin(openreg::current_stream(device), id, capture_mode(mode)); });
+    // As CUDA's: the device's default generator is registered with every capture; others, with
+    // OpenRegGraph.register_generator_state().
+    default_generator(device).get<Generator>()->begin_capture();
     pool_ = id != 0 ? pool : at::MempoolId_t{graph_.pool(), 0};
     instantiated_ = false;
   }

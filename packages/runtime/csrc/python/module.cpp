@@ -209,6 +209,13 @@ PYBIND11_MODULE(_C, m) {
     TORCH_CHECK_TYPE(THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()), "elapsed_time takes two events");
     return reinterpret_cast<THPEvent*>(start.ptr())->event.elapsedTime(reinterpret_cast<THPEvent*>(end.ptr())->event);
   });
+  m.def("begin_capture", torch::wrap_pybind_function([](py::handle generator) {
+          TORCH_CHECK_TYPE(THPGenerator_Check(generator.ptr()), "begin_capture takes a torch.Generator");
+          const at::Generator& gen = reinterpret_cast<THPGenerator*>(generator.ptr())->cdata;
+          TORCH_CHECK_TYPE(gen.device().type() == c10::DeviceType::PrivateUse1,
+                           "begin_capture takes an openreg generator, not one on ", gen.device());
+          gen.get<glue::Generator>()->begin_capture();
+        }));
   m.def("default_generator", [](int d) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(glue::default_generator(static_cast<c10::DeviceIndex>(d))));

@@ -23,18 +23,26 @@ class OpenRegGraph(torch.accelerator.Graph):
 
     def __init__(self, keep_graph: bool = False):
         super().__init__(keep_graph)
+        self._generator_states: list[torch.Generator] = []
 
     def capture_begin(self, pool: tuple[int, int] | None = None, capture_error_mode: str = "global") -> None:
         """Begins capturing the current stream's work; `pool` shares another graph's memory pool."""
         torch._C._acceleratorGraph.capture_begin(
             self, pool=self.graph_pool if pool is None else pool, capture_error_mode=capture_error_mode)
+        for state in self._generator_states:
+            _C.begin_capture(state)
 
     def register_generator_state(self, generator: torch.Generator) -> None:
-        """As CUDAGraph's. openreg's replays already move on every generator state their capture drew from (where
-        CUDA's refuse a state not registered), so this only checks `generator`."""
+        """As CUDAGraph's: the graph's captures may draw from `generator`'s state (its graphsafe_get_state() or
+        clone_state() names one), and each replay moves that state on; the device's default generator is
+        registered with every capture. Drawing from a state not registered is refused, as on CUDA."""
         if not isinstance(generator, torch.Generator) or generator.device.type != _TYPE:
             raise TypeError(f"register_generator_state takes an openreg generator (or its graphsafe_get_state() or "
                             f"clone_state()), not {generator!r}")
+        if is_current_stream_capturing():
+            raise RuntimeError("Cannot register the state during capturing stage: register generators with the "
+                               "graph before capture_begin()")
+        self._generator_states.append(generator.graphsafe_get_state())
 
 
 class graph:

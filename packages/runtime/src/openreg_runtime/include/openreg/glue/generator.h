@@ -49,13 +49,18 @@ struct Generator : c10::GeneratorImpl {
     uint64_t offset;  // relative to the replay's
     bool first;       // the state's first launch in the capture, which begins each replay
   };
+  // Registers the state with the capture underway on the generator's device,
+  // if any (CUDA's capture_prologue); a capture draws only from states
+  // registered with it.
+  void begin_capture();
   Captured take_captured();
   // At a replay, the CPU generator for a launch `take_captured()` recorded.
   at::Generator take_replayed(const Captured& launch);
 
  private:
   Generator* clone_impl() const override;
-  // The capture now underway on this generator's device, or nullptr. Under mutex_.
+  // The capture now underway on this generator's device, if the state is
+  // registered with it; else nullptr. Under mutex_.
   InCapture* capturing() const;
   uint64_t& offset() const;  // the capture's while one is underway
 
