@@ -334,6 +334,29 @@ def test_factories_follow_current_device():
     assert torch.zeros(2, device="openreg").device == D0
 
 
+PINNED_FACTORIES = {
+    "empty": lambda d: torch.empty(3, device=d, pin_memory=True),
+    "empty_strided": lambda d: torch.empty_strided((2, 3), (1, 2), device=d, pin_memory=True),
+    "zeros_like": lambda d: torch.zeros_like(torch.ones(3, device=d), pin_memory=True),
+    "new_full": lambda d: torch.ones(3, device=d).new_full((2,), 1.0, pin_memory=True),
+    "arange": lambda d: torch.arange(4, device=d, pin_memory=True),
+    "randperm": lambda d: torch.randperm(4, device=d, pin_memory=True),
+    "tril_indices": lambda d: torch.tril_indices(3, 3, device=d, pin_memory=True),
+    "kaiser_window": lambda d: torch.kaiser_window(4, device=d, pin_memory=True),
+}
+
+
+@pytest.mark.parametrize("make", PINNED_FACTORIES.values(), ids=PINNED_FACTORIES.keys())
+def test_a_factory_asked_for_pinned_memory_is_refused_as_on_cuda(make):
+    """pin_memory=True asks for page-locked host memory: the CPU gives it, CUDA's factories refuse it with "Only dense
+    CPU tensors can be pinned"; openreg refused nothing and gave an unpinned device tensor, so such code passed on
+    openreg and failed on CUDA. pin_memory=False is still taken."""
+    assert make("cpu").is_pinned()
+    with pytest.raises(RuntimeError, match="^Only dense CPU tensors can be pinned"):
+        make("openreg")
+    assert torch.ones(2, device="openreg", pin_memory=False).device == D0
+
+
 # --------------------------------------------------------------------------- views
 
 

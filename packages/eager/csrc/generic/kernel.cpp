@@ -312,6 +312,8 @@ c10::DeviceIndex common_device(const c10::OperatorHandle& op, c10::ArrayRef<c10:
   if (device) return device->index();
   if (info.device_arg >= 0 && args[info.device_arg].isDevice()) {
     auto d = args[info.device_arg].toDevice();
+    if (d.type() == kOpenreg && info.pin_memory_arg >= 0)
+      glue::check_not_pinned(args[info.pin_memory_arg].toOptional<bool>());
     if (d.type() == kOpenreg && d.has_index()) return d.index();
   }
   return static_cast<c10::DeviceIndex>(current_device());

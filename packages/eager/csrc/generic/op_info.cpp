@@ -69,6 +69,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     if (auto opt = a.type()->cast<c10::OptionalType>()) kind = opt->getElementType()->kind();
     if (kind == c10::TypeKind::GeneratorType) info.generator_arg = static_cast<int>(i);
     if (kind == c10::TypeKind::DeviceObjType) info.device_arg = static_cast<int>(i);
+    if (kind == c10::TypeKind::BoolType && a.name() == "pin_memory") info.pin_memory_arg = static_cast<int>(i);
   }
   bool aliases_input = false;
   for (const auto& r : schema.returns()) {

@@ -32,6 +32,8 @@ struct OpInfo {
   int generator_arg = -1;
   // Index of a Device? argument (factories), or -1.
   int device_arg = -1;
+  // Index of a factory's `pin_memory` flag, or -1.
+  int pin_memory_arg = -1;
   bool has_cpu_kernel = false;
   // Index of a `training` flag that, when false, sends the op to the host, or -1.
   int host_unless_training = -1;

@@ -228,6 +228,12 @@ c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device) {
 
 c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
 at::HostAllocator* pinned_host_allocator() { return &g_pinned_allocator; }
+
+void check_not_pinned(std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false),
+              "Only dense CPU tensors can be pinned: pin_memory=True asks for page-locked host memory, which an "
+              "openreg tensor is not; drop it, or make the tensor on the CPU and pin it there.");
+}
 bool is_pinned(const void* ptr) { return g_pinned_allocator.contains(ptr); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);

@@ -41,8 +41,9 @@ bool fill_new_memory() {
 }
 
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout>,
-                 std::optional<c10::Device> device, std::optional<bool>,
+                 std::optional<c10::Device> device, std::optional<bool> pin_memory,
                  std::optional<c10::MemoryFormat> memory_format) {
+  check_not_pinned(pin_memory);
   lazy::ensure_started();
   c10::OptionalDeviceGuard guard(indexed(device));
   at::Tensor t =
@@ -52,7 +53,8 @@ at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
-                         std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+                         std::optional<at::Layout>, std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_not_pinned(pin_memory);
   lazy::ensure_started();
   c10::OptionalDeviceGuard guard(indexed(device));
   at::Tensor t =

@@ -2,6 +2,8 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <optional>
+
 namespace openreg::glue {
 
 // The caching device allocator registered for PrivateUse1.
@@ -11,5 +13,8 @@ c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device);
 c10::Allocator* pinned_allocator();
 at::HostAllocator* pinned_host_allocator();  // the same, with its statistics
 bool is_pinned(const void* ptr);
+// CUDA's check and words: a device factory asking for pinned (host) memory is
+// refused, not ignored.
+void check_not_pinned(std::optional<bool> pin_memory);
 
 }  // namespace openreg::glue
