@@ -385,6 +385,29 @@ def test_empty_cache_of_one_device(clean_device, two_devices):
     assert torch.openreg.memory_reserved(1) == base1
 
 
+def test_empty_cache_counts_as_a_synchronization_of_every_stream(clean_device):
+    """memory_stats()["num_sync_all_streams"] counts empty_cache() as CUDA's does (PyTorch's
+    test_cuda_multigpu.py::test_memory_stats): it waits for every stream of the device."""
+    counts = []
+    for _ in range(3):
+        counts.append(torch.openreg.memory_stats()["num_sync_all_streams"])
+        torch.openreg.empty_cache()
+    assert counts[1] == counts[0] + 1 and counts[2] == counts[1] + 1
+
+
+def test_memory_functions_take_a_device_context_object(clean_device, two_devices):
+    """torch.cuda's memory functions take a `torch.cuda.device(i)` object for device i; torch.openreg's take
+    theirs. A CPU device is refused with CUDA's words."""
+    keep = torch.empty(MiB, dtype=torch.uint8, device="openreg:1")
+    with torch.openreg.device(1) as context:
+        assert torch.openreg.memory_allocated(context) == torch.openreg.memory_allocated(1) >= MiB
+        assert torch.openreg.memory_stats(context) == torch.openreg.memory_stats(1)
+    assert torch.openreg.memory_reserved(torch.openreg.device(0)) == torch.openreg.memory_reserved(0)
+    with pytest.raises(ValueError, match="^Expected an openreg device, but got: cpu$"):
+        torch.openreg.memory_allocated("cpu")
+    del keep
+
+
 def test_empty_cache_waits_for_record_stream_users(clean_device):
     base = torch.openreg.memory_reserved()
     side = torch.openreg.Stream()

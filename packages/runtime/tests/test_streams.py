@@ -82,6 +82,32 @@ def test_elapsed_time_needs_timing_events():
         g_start.elapsed_time(g_end)
 
 
+def test_elapsed_time_between_devices_is_refused(two_devices):
+    """As CUDA's (cudaEventElapsedTime fails for events of two devices): each device keeps its own clock, so
+    openreg's difference of two devices' times, which could be negative, is refused, whichever API asks."""
+    events = []
+    for device in two_devices:
+        with torch.openreg.device(device):
+            events.append(torch.openreg.Event(enable_timing=True))
+            events[-1].record()
+    generic = [torch.Event(enable_timing=True) for _ in two_devices]
+    for event, device in zip(generic, two_devices, strict=True):
+        event.record(torch.Stream(device.index))
+    torch.openreg.synchronize(0)
+    torch.openreg.synchronize(1)
+    for start, end in (events, generic, generic[::-1]):
+        with pytest.raises(RuntimeError, match="needs both events recorded on one device"):
+            start.elapsed_time(end)
+
+
+def test_an_event_has_no_device_until_it_is_recorded(two_devices):
+    """torch.cuda.Event's device is None until it is recorded, then the recording stream's."""
+    event = torch.openreg.Event()
+    assert event.device is None
+    event.record(torch.openreg.Stream(device=two_devices[1]))
+    assert event.device == two_devices[1]
+
+
 def _slow_fill(stream, x, value, delay_ms=300):
     with torch.openreg.stream(stream):
         torch.openreg._sleep(delay_ms)

@@ -85,6 +85,11 @@ double Event::elapsed_ms(const Event& end) const {
   if (!state_ || !end.state_) {
     throw Error("elapsed_time needs both events to be recorded first: call event.record() on each");
   }
+  if (device() != end.device()) {  // as CUDA's: devices keep clocks of their own
+    throw Error("elapsed_time needs both events recorded on one device, got events on openreg:" +
+                std::to_string(device()) + " and openreg:" + std::to_string(end.device()) +
+                ": time each device's work with events recorded on its own streams");
+  }
   if (!query() || !end.query()) {
     throw Error("elapsed_time needs both events to have completed: call end_event.synchronize() first");
   }

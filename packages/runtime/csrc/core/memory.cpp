@@ -343,6 +343,7 @@ void DeviceMemory::record_stream(void* ptr, int stream) {
 void DeviceMemory::empty_cache(uint64_t pool) {
   synchronize_device(device_);
   std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.num_sync_all_streams;  // as CUDA's, whose empty_cache() waits for every stream too
   process_pending();
   release_cached(pool);
 }

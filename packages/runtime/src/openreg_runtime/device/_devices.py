@@ -31,15 +31,18 @@ def _torch_cuda_implementation(impl: Callable, **names) -> Callable:
 
 
 def _index(device: _DeviceLike, optional: bool = True) -> int:
-    """The index of the existing device that `device` names; None, -1 (c10's "current device") or a bare
-    "openreg" is the current one. Checked here: the C++ below takes an 8-bit index, so 2**20 would be 0."""
+    """The index of the existing device that `device` names (also a `torch.openreg.device(i)` object, as torch.cuda
+    takes one); None, -1 (c10's "current device") or a bare "openreg" is the current one. Checked here: the C++ below
+    takes an 8-bit index, so 2**20 would be 0."""
+    if isinstance(device, _DeviceContext):
+        device = device.idx
     if device is None:
         return _C.current_device()
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "openreg":
-            raise ValueError(f"expected an openreg device, but got {device}")
+            raise ValueError(f"Expected an openreg device, but got: {device}")  # CUDA's words
         device = -1 if device.index is None else device.index
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"expected a device index, name or torch.device, but got {type(device).__name__}: "
@@ -142,6 +145,9 @@ class device:
         if self.prev_idx >= 0:
             _C.set_device(self.prev_idx)
         return False
+
+
+_DeviceContext = device
 
 
 class device_of(device):

@@ -61,6 +61,11 @@ class Event(torch.Event):
             raise ValueError("openreg events cannot be shared between processes: use interprocess=False")
         return super().__new__(cls, device=_TYPE, enable_timing=enable_timing, blocking=blocking)
 
+    @property
+    def device(self) -> torch.device | None:
+        """The device of the stream it was recorded on; None until it is recorded, as torch.cuda.Event's."""
+        return None if self.event_id == 0 else super().device
+
     def __repr__(self) -> str:
         if self.event_id == 0:
             return "<torch.openreg.Event uninitialized>"
