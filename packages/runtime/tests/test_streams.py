@@ -108,6 +108,17 @@ def test_an_event_has_no_device_until_it_is_recorded(two_devices):
     assert event.device == two_devices[1]
 
 
+def test_a_stream_has_a_native_handle_of_its_own(two_devices):
+    """torch.Stream.native_handle (torch.cuda.Stream.cuda_stream's generic form): an opaque handle, the same for the
+    same stream however it is named, another for another stream."""
+    s, other = torch.openreg.Stream(), torch.openreg.Stream(device=two_devices[1])
+    same = torch.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert s.native_handle == same.native_handle != 0
+    assert len({s.native_handle, other.native_handle, torch.openreg.default_stream().native_handle}) == 3
+    with torch.openreg.stream(s):
+        assert torch.accelerator.current_stream().native_handle == s.native_handle
+
+
 def _slow_fill(stream, x, value, delay_ms=300):
     with torch.openreg.stream(stream):
         torch.openreg._sleep(delay_ms)

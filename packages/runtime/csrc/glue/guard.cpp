@@ -102,6 +102,10 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
     });
   }
   // torch.Stream.is_capturing(), which torch.optim's capturable check and torch.accelerator's callers read.
+  // The core stream itself: opaque, and the same for the same stream (CUDA's is the cudaStream_t).
+  void* getStreamNativeHandle(const c10::Stream stream) const override {
+    return checked([&] { return static_cast<void*>(&core_stream(stream)); });
+  }
   bool isStreamCapturing(const c10::Stream& stream) const override {
     return checked([&] { return is_capturing(core_stream(stream)); });
   }

@@ -57,6 +57,8 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     return real().elapsedTime(start, end, d);
   }
   bool queryStream(const c10::Stream& stream) const override { return real().queryStream(stream); }
+  bool isStreamCapturing(const c10::Stream& stream) const override { return real().isStreamCapturing(stream); }
+  void* getStreamNativeHandle(const c10::Stream stream) const override { return real().getStreamNativeHandle(stream); }
   void synchronizeStream(const c10::Stream& stream) const override { real().synchronizeStream(stream); }
   void synchronizeDevice(const c10::DeviceIndex d) const override { real().synchronizeDevice(d); }
   void recordDataPtrOnStream(const c10::DataPtr& ptr, const c10::Stream& stream) const override {
