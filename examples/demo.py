@@ -37,7 +37,7 @@ def main() -> None:
     start, end = torch.openreg.Event(enable_timing=True), torch.openreg.Event(enable_timing=True)
     with torch.openreg.stream(stream):
         start.record()
-        torch.openreg._sleep(50)  # keeps the stream busy for 50 ms, like torch.cuda._sleep
+        torch.openreg._sleep(50_000_000)  # keeps the stream busy for 50 ms, like torch.cuda._sleep
         end.record()
     show("stream", stream)
     show("work done right after queueing?", stream.query())

@@ -33,7 +33,7 @@ def build() -> None:
 def _queued(fn, *args) -> bool:
     """Whether fn(*args) returns before the stream reaches its work: it is queued behind 300 ms of other work."""
     torch.openreg.synchronize()
-    torch.openreg._sleep(300)
+    torch.openreg._sleep(300_000_000)
     start = time.perf_counter()
     fn(*args)
     returned = time.perf_counter() - start

@@ -12,7 +12,7 @@ def test_byteswap_of_an_openreg_storage_sees_queued_writes_and_matches_the_cpu(d
     values = torch.arange(1, 7).to(dtype)
     x, on_device = torch.zeros(6, dtype=dtype, device="openreg"), values.to("openreg")
     torch.openreg.synchronize()
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     x.copy_(on_device)  # queued behind the sleep
     x.untyped_storage().byteswap(dtype)
     cpu = values.clone()

@@ -135,7 +135,7 @@ def test_a_data_dependent_error_keeps_its_type_when_raised_at_a_later_sync():
     x[torch.tensor([1], device="openreg")]  # the signature runs once, then is queued
     torch.openreg.synchronize()
     index = torch.tensor([7], device="openreg")
-    torch.openreg._sleep(50)  # a busy stream: the short op is queued, not run at the call
+    torch.openreg._sleep(50_000_000)  # a busy stream: the short op is queued, not run at the call
     x[index]
     with pytest.raises(IndexError, match="aten::index.*out of bounds"):
         torch.openreg.synchronize()
@@ -524,7 +524,7 @@ def test_a_failed_kernels_result_cannot_be_read_as_valid_from_any_thread():
     x[torch.tensor([0, 1], device="openreg")] * 2  # both signatures ran once at the call: the next calls queue
     torch.openreg.synchronize()
     index = torch.tensor([0, 7], device="openreg")
-    torch.openreg._sleep(50)  # a busy stream: the short ops are queued, not run at the call
+    torch.openreg._sleep(50_000_000)  # a busy stream: the short ops are queued, not run at the call
     y = x[index]  # fails in the kernel
     z = y * 2
     raised = []
@@ -555,7 +555,7 @@ def test_a_failure_marks_only_the_tensor_it_was_launched_for():
     torch.openreg.synchronize()
     bad = torch.tensor([7, 0], device="openreg")  # fails before it writes anything
     torch.openreg.empty_cache()  # so that the next tensor of y's size takes y's memory
-    torch.openreg._sleep(200)  # the failing kernel runs only after the host moved on
+    torch.openreg._sleep(200_000_000)  # the failing kernel runs only after the host moved on
     y = x[bad]
     before = y.data_ptr()
     del y
@@ -853,7 +853,7 @@ def test_reductions_give_the_cpus_bits_whatever_the_host_does_meanwhile(module):
         x = x.clone().requires_grad_()
         out = m(x)
         if x.device.type == "openreg":
-            torch.openreg._sleep(50)  # the backward's kernels are queued behind it, and run while the host spins
+            torch.openreg._sleep(50_000_000)  # the backward queues behind it, run while the host spins
         got = torch.autograd.grad(out, (x, m.weight, m.bias), grad)
         end = time.perf_counter() + (0.2 if busy else 0)
         while time.perf_counter() < end:

@@ -154,7 +154,7 @@ def test_replay_is_queued_on_the_current_stream():
         y = x + 1
     side = torch.openreg.Stream()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(300)
+        torch.openreg._sleep(300_000_000)
         x.fill_(5)
         start = time.perf_counter()
         g.replay()
@@ -488,7 +488,7 @@ def test_a_graph_reset_while_its_replay_is_queued_leaves_the_replay_its_memory()
         y = (x * 2).sin().exp()  # temporaries freed inside the capture
     y + 1  # warm-up: a signature's first call runs at the call, after the queued work
     side = torch.openreg.current_stream()
-    torch.openreg._sleep(100)  # the replay stays queued while the graph goes
+    torch.openreg._sleep(100_000_000)  # the replay stays queued while the graph goes
     g.replay()
     g.reset()
     z = y + 1

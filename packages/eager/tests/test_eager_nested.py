@@ -184,7 +184,7 @@ def test_copy_between_devices_reads_the_source_after_its_queued_work(src, dst):
     target = torch.nested.nested_tensor([torch.zeros(3, 4), torch.zeros(2, 3)], device=dst)
     buf.mul_(2)  # the signature runs once at the call, then is queued
     with torch.openreg.device(torch.device(src).index):
-        torch.openreg._sleep(200)  # a busy source stream: the next write is still queued at the copy
+        torch.openreg._sleep(200_000_000)  # a busy source stream: the next write is still queued at the copy
         buf.mul_(2)
     target.copy_(source)
     want = torch.arange(18, dtype=torch.float32) * 4

@@ -260,7 +260,7 @@ def test_devices_are_seeded_independently():
 def test_manual_seed_after_queued_draw():
     """Re-seeding right after queuing a draw must not change the numbers that draw gets."""
     torch.manual_seed(11)
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     a = torch.rand(16, device=D0)
     torch.manual_seed(11)
     b = torch.rand(16, device=D0)
@@ -270,7 +270,7 @@ def test_manual_seed_after_queued_draw():
 def test_get_rng_state_after_queued_draw():
     """The state read right after queuing a draw is the state after that draw, as on CUDA."""
     torch.manual_seed(11)
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     torch.rand(16, device=D0)
     state = torch.openreg.get_rng_state()
     b = torch.rand(16, device=D0)
@@ -283,7 +283,7 @@ def test_fork_rng_with_queued_draw():
     torch.manual_seed(0)
     before = torch.openreg.get_rng_state(0)
     with torch.random.fork_rng(devices=[0], device_type="openreg"):
-        torch.openreg._sleep(100)
+        torch.openreg._sleep(100_000_000)
         torch.rand(100, device=D0)
     torch.openreg.synchronize()
     _assert_equal(torch.openreg.get_rng_state(0), before)
@@ -291,7 +291,7 @@ def test_fork_rng_with_queued_draw():
 
 def test_generator_reseed_after_queued_draw():
     g = torch.Generator(device="openreg").manual_seed(9)
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     a = torch.randn(16, device=D0, generator=g)
     g.manual_seed(9)
     b = torch.randn(16, device=D0, generator=g)

@@ -357,7 +357,7 @@ def test_fused_kernels_queue_on_the_stream():
     grad = _randn(2, 3, 5, 8, seed=3).to(DEVICE)
     for _ in range(3):
         torch.openreg.synchronize()
-        torch.openreg._sleep(400)  # the stream is busy meanwhile
+        torch.openreg._sleep(400_000_000)  # the stream is busy meanwhile
         start = time.perf_counter()
         out = F.scaled_dot_product_attention(q, q, q, attn_mask=mask, dropout_p=0.2)
         torch.autograd.grad(out, (q, mask), grad)

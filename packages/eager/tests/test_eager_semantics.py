@@ -35,7 +35,7 @@ def test_elementwise_op_is_asynchronous():
     (x * 2).add_(1)  # warm up: shapes and out= overloads are looked up on first use
     torch.openreg.synchronize()
 
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     start = time.perf_counter()
     y = x * 2
     elapsed = time.perf_counter() - start
@@ -55,7 +55,7 @@ def test_host_read_waits_for_queued_work():
     x = x_cpu.to(D0)
     torch.exp(x) + x  # known signatures are queued (a first call runs at the call)
     torch.openreg.synchronize()
-    torch.openreg._sleep(150)
+    torch.openreg._sleep(150_000_000)
     y = torch.exp(x) + x
     start = time.perf_counter()
     got = y.cpu()
@@ -70,7 +70,7 @@ def test_ops_run_on_the_current_stream():
     torch.openreg.synchronize()
     side = torch.openreg.Stream()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
         y = x.sin()
     # The default stream is idle: only the side stream holds the queued work.
     assert torch.openreg.default_stream().query()
@@ -83,7 +83,7 @@ def test_work_is_stream_ordered():
     """A chain of dependent in-place ops queued behind a sleep produces the CPU result."""
     x_cpu = _cpu_randn(100)
     x = x_cpu.to(D0)
-    torch.openreg._sleep(50)
+    torch.openreg._sleep(50_000_000)
     y = x.clone()
     ref = x_cpu.clone()
     for i in range(20):
@@ -98,7 +98,7 @@ def test_work_is_stream_ordered():
 def _queued(x_cpu):
     """x_cpu on openreg, produced by a kernel queued behind device work, so ops reading it must wait."""
     x = x_cpu.to(D0)
-    torch.openreg._sleep(50)
+    torch.openreg._sleep(50_000_000)
     return x * 1
 
 
@@ -285,7 +285,7 @@ def test_cpu_inputs_are_read_at_the_call(case):
     x = torch.arange(6.0).to(D0)
     case(x)[0].cpu()  # warm up (first calls may take slower, synchronous paths)
     torch.openreg.synchronize()
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     y, mutate, expected = case(x)
     mutate()
     assert_close(y.cpu(), expected)
@@ -316,7 +316,7 @@ def test_second_device_work_is_queued_on_its_own_stream():
     a * 3  # known signatures are queued (a first call runs at the call)
     torch.openreg.synchronize(1)
     with torch.openreg.device(1):
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
     y = a * 3  # current device is 0; the op runs on device 1 behind the sleep
     assert torch.openreg.default_stream(0).query()
     assert not torch.openreg.default_stream(1).query()
@@ -738,7 +738,7 @@ def test_async_kernel_error_surfaces_at_next_synchronize():
     bad = torch.tensor([0, 10]).to(D0)
     torch.index_select(x, 0, torch.tensor([0, 1]).to(D0))  # the signature's first call ran at the call
     torch.openreg.synchronize()
-    torch.openreg._sleep(50)  # a busy stream: a short op on an idle one runs at the call
+    torch.openreg._sleep(50_000_000)  # a busy stream: a short op on an idle one runs at the call
     y = torch.index_select(x, 0, bad)  # queued: the bad index is only seen when the kernel runs
     assert y.device == D0
     with pytest.raises(IndexError, match="index_select"):
@@ -755,7 +755,7 @@ def test_async_kernel_error_surfaces_at_host_read():
     bad = torch.tensor([1, -7]).to(D0)
     torch.index_select(x, 0, torch.tensor([0, 1]).to(D0))  # the signature's first call ran at the call
     torch.openreg.synchronize()
-    torch.openreg._sleep(50)  # a busy stream: a short op on an idle one runs at the call
+    torch.openreg._sleep(50_000_000)  # a busy stream: a short op on an idle one runs at the call
     torch.index_select(x, 0, bad)
     total = x.sum()
     with pytest.raises(IndexError, match="index_select"):
@@ -770,7 +770,7 @@ def test_async_kernel_error_on_second_device():
     torch.index_select(x, 0, torch.tensor([0]).to(D1))  # the signature's first call ran at the call
     torch.openreg.synchronize()
     with torch.openreg.device(1):
-        torch.openreg._sleep(50)  # a busy stream: a short op on an idle one runs at the call
+        torch.openreg._sleep(50_000_000)  # a busy stream: a short op on an idle one runs at the call
     torch.index_select(x, 0, bad)
     with pytest.raises(IndexError, match="index_select"):
         torch.openreg.synchronize(1)

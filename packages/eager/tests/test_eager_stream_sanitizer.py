@@ -36,7 +36,7 @@ def test_read_after_an_in_place_op_on_another_stream():
     side = torch.openreg.Stream()
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
-        torch.openreg._sleep(30)
+        torch.openreg._sleep(30_000_000)
         write_line = _line()
         x.mul_(2)
     with pytest.raises(RuntimeError) as info:
@@ -63,7 +63,7 @@ def test_overwriting_an_input_another_stream_still_reads():
     side = torch.openreg.Stream()
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
-        torch.openreg._sleep(30)
+        torch.openreg._sleep(30_000_000)
         y = x * 3  # reads x on the side stream
     with pytest.raises(RuntimeError, match=r"'zero_' on openreg:0 stream 0 writes .* 'aten::mul' .* reads"):
         x.zero_()
@@ -100,7 +100,7 @@ def test_a_fresh_result_in_memory_freed_while_another_stream_read_it():
     x = torch.ones(1024, device="openreg")
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
-        torch.openreg._sleep(30)
+        torch.openreg._sleep(30_000_000)
         x.sum()  # the side stream reads x
     del x  # the bug: no x.record_stream(side)
     with pytest.raises(RuntimeError, match="freed and reused .* 'fill_' .* 'aten::sum' .* reads"):
@@ -112,7 +112,7 @@ def test_record_stream_makes_the_same_code_clean():
     x = torch.ones(1024, device="openreg")
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
-        torch.openreg._sleep(30)
+        torch.openreg._sleep(30_000_000)
         s = x.sum()
     x.record_stream(side)
     del x

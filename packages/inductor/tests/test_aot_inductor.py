@@ -87,7 +87,7 @@ def test_a_loaded_model_returns_before_its_kernels_run(package, cpu_model):
     x = inputs(4).to("openreg")
     model(x)
     torch.openreg.synchronize()
-    torch.openreg._sleep(400)
+    torch.openreg._sleep(400_000_000)
     start = time.perf_counter()
     out = model(x)
     assert time.perf_counter() - start < 0.2

@@ -194,7 +194,7 @@ def test_compiled_call_does_not_wait_for_the_stream():
     compiled(dev_x)  # compiles
     torch.openreg.synchronize()
 
-    torch.openreg._sleep(SLEEP_MS)
+    torch.openreg._sleep(SLEEP_MS * 1_000_000)
     start = time.perf_counter()
     got = compiled(dev_x)
     call_s = time.perf_counter() - start
@@ -228,7 +228,7 @@ def test_stream_context_inside_fullgraph():
     x = _randn(16, 16, seed=2)
     dev_x = x.to(DEVICE)
     with torch.openreg.stream(s):
-        torch.openreg._sleep(SLEEP_MS)
+        torch.openreg._sleep(SLEEP_MS * 1_000_000)
     got = compiled(dev_x, s)
     torch.openreg.synchronize()
     assert_close_cpu(got, x * 2 + 1)
@@ -249,7 +249,7 @@ def test_work_in_stream_context_runs_on_that_stream(compiled):
     x = _randn(32, 32, seed=2)  # new values: a reused block may hold the previous result
     dev_x = x.to(DEVICE)
     torch.openreg.synchronize()
-    torch.openreg._sleep(SLEEP_MS)  # the current (default) stream is busy
+    torch.openreg._sleep(SLEEP_MS * 1_000_000)  # the current (default) stream is busy
     y = fn(dev_x, s)
     with torch.openreg.stream(s):
         got = y.cpu()  # ordered on s only
@@ -271,7 +271,7 @@ def test_synchronize_inside_fullgraph_waits_for_the_device():
         compiled(dev_x)
     assert_openreg_kernels(codes)
     torch.openreg.synchronize()
-    torch.openreg._sleep(SLEEP_MS)
+    torch.openreg._sleep(SLEEP_MS * 1_000_000)
     start = time.perf_counter()
     got = compiled(dev_x)
     call_s = time.perf_counter() - start

@@ -51,7 +51,7 @@ def test_cpp_wrapper_calls_return_before_their_kernels_run(fn):
     compiled = torch.compile(fn)
     compiled(x, scale)
     torch.openreg.synchronize()
-    torch.openreg._sleep(400)
+    torch.openreg._sleep(400_000_000)
     start = time.perf_counter()
     out = compiled(x, scale)
     assert time.perf_counter() - start < 0.2

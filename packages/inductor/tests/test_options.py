@@ -99,7 +99,7 @@ def test_async_launch_decides_whether_a_call_waits_for_its_kernels(async_launch)
     compiled = torch.compile(f, options={"openreg.async_launch": async_launch})
     compiled(x, y)
     torch.openreg.synchronize()
-    torch.openreg._sleep(400)  # the stream is busy for 400 ms
+    torch.openreg._sleep(400_000_000)  # the stream is busy for 400 ms
     start = time.perf_counter()
     out = compiled(x, y)
     elapsed = time.perf_counter() - start

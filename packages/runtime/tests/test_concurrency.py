@@ -109,7 +109,7 @@ def test_threads_waiting_for_different_points_of_a_stream_each_wake_when_theirs_
     events = []
     with torch.openreg.stream(stream):
         for _ in range(3):
-            torch.openreg._sleep(150)
+            torch.openreg._sleep(150_000_000)
             events.append(stream.record_event())
     returned = {}
     start = time.perf_counter()

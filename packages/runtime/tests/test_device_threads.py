@@ -47,7 +47,7 @@ torch.ones(1, device="openreg")
 torch.openreg.synchronize()
 for _ in range(5):
     if CASE == "behind busy device, host waits":
-        torch.openreg._sleep(20)
+        torch.openreg._sleep(20_000_000)
         queue(report)
         torch.openreg.synchronize()
     elif CASE == "host runs Python":
@@ -90,7 +90,7 @@ m = torch.ones(512, 512)
 product = FN(lambda ctx: torch.mm(m, m))  # run by the worker: its team of kernel threads starts
 torch.ones(1, device="openreg")
 for _ in range(3):
-    torch.openreg._sleep(20)  # the host sleeps meanwhile, so that the worker runs the next task
+    torch.openreg._sleep(20_000_000)  # the host sleeps meanwhile, so that the worker runs the next task
     queue(product)
     torch.openreg.synchronize()
 policies = {int(t): os.sched_getscheduler(int(t)) for t in os.listdir("/proc/self/task")}

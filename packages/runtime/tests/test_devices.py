@@ -209,7 +209,7 @@ def test_minus_one_is_the_current_device_and_a_negative_device_context_selects_n
 def test_synchronize_with_a_negative_index_waits_for_the_current_device_only(two_devices):
     torch.zeros(1, device="openreg:1")
     with torch.openreg.device(1):
-        torch.openreg._sleep(300)
+        torch.openreg._sleep(300_000_000)
     start = time.perf_counter()
     torch.openreg.synchronize(-5)
     assert time.perf_counter() - start < 0.25, "synchronize(-5) waited for device 1"
@@ -294,7 +294,7 @@ def test_is_bf16_supported_matches_bfloat16_tensors():
 
 def test_synchronize_waits_for_queued_work():
     start = time.perf_counter()
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     queued = time.perf_counter() - start
     torch.openreg.synchronize()
     total = time.perf_counter() - start
@@ -304,7 +304,7 @@ def test_synchronize_waits_for_queued_work():
 
 def test_synchronize_specific_device(two_devices):
     with torch.openreg.device(1):
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
     start = time.perf_counter()
     torch.openreg.synchronize(1)
     assert time.perf_counter() - start >= 0.15
@@ -318,6 +318,22 @@ def test_accelerator_is_openreg(two_devices):
     assert torch.accelerator.is_available()
     assert torch.accelerator.current_accelerator() == torch.device("openreg")
     assert torch.accelerator.device_count() == torch.openreg.device_count()
+
+
+def test_set_device_needs_an_index_as_cudas(two_devices):
+    """torch.cuda.set_device (and the memory fraction and caching_allocator_alloc) refuse a device without an index,
+    which openreg took silently; the functions that read "the current device" from one still take it."""
+    torch.openreg.set_device(1)
+    for call in (lambda: torch.openreg.set_device("openreg"),
+                 lambda: torch.openreg.set_device(torch.device("openreg")),
+                 lambda: torch.openreg.set_per_process_memory_fraction(0.5, "openreg"),
+                 lambda: torch.openreg.get_per_process_memory_fraction("openreg")):
+        with pytest.raises(ValueError, match="^Expected a torch.device with a specified index or an integer"):
+            call()
+    assert torch.openreg.current_device() == 1
+    assert torch.openreg.memory_allocated("openreg") == torch.openreg.memory_allocated(1)
+    with torch.openreg.device("openreg"):
+        assert torch.openreg.current_device() == 1
 
 
 def test_accelerator_set_device_index(two_devices):
@@ -342,7 +358,7 @@ def test_accelerator_streams(two_devices):
 
 
 def test_accelerator_synchronize_waits():
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     start = time.perf_counter()
     torch.accelerator.synchronize()
     assert time.perf_counter() - start >= 0.15
@@ -356,7 +372,7 @@ def test_benchmark_timer_synchronizes_openreg():
     m = Timer(stmt="x.fill_(1.0)", globals={"x": x}).timeit(20)
     assert m.mean > 0
     # The timer synchronises the accelerator, so queued device time is measured.
-    m = Timer(stmt="torch.openreg._sleep(20)", globals={"torch": torch}).timeit(5)
+    m = Timer(stmt="torch.openreg._sleep(20_000_000)", globals={"torch": torch}).timeit(5)
     assert m.mean >= 0.018
     assert_close(x.cpu(), torch.ones(1024))
 

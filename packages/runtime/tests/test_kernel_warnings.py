@@ -25,7 +25,7 @@ def _recorded(fn) -> list[tuple[type, str]]:
 def test_a_kernels_warning_reaches_the_launching_thread_at_its_next_sync_once():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        torch.openreg._sleep(200)  # the kernel cannot have run when the launch returns
+        torch.openreg._sleep(200_000_000)  # the kernel cannot have run when the launch returns
         C._warn("the kernel saw something odd")
         assert _messages(caught) == [], "a queued kernel warned before it ran"
         torch.openreg.synchronize()
@@ -58,7 +58,7 @@ def test_another_threads_kernel_warning_stays_with_that_thread():
 
 
 def test_warnings_as_errors_raise_at_the_sync():
-    torch.openreg._sleep(200)  # the kernel warns after the launch has returned
+    torch.openreg._sleep(200_000_000)  # the kernel warns after the launch has returned
     C._warn("now an error")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -77,7 +77,7 @@ def test_a_thread_gone_before_its_kernel_warned_leaves_the_warning_on_stderr():
         import torch, openreg_runtime, openreg_runtime._C as C
 
         def launch():
-            torch.openreg._sleep(200)
+            torch.openreg._sleep(200_000_000)
             C._warn("launched by a thread that is gone")
 
         t = threading.Thread(target=launch)

@@ -251,7 +251,7 @@ def test_record_stream_delays_reuse(clean_device):
     x = torch.empty(nbytes, dtype=torch.uint8, device="openreg")
     ptr = x.data_ptr()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(400)
+        torch.openreg._sleep(400_000_000)
     x.record_stream(side)
     del x
     y = torch.empty(nbytes, dtype=torch.uint8, device="openreg")
@@ -263,13 +263,32 @@ def test_record_stream_delays_reuse(clean_device):
     del y, z
 
 
+def test_record_stream_of_another_device_delays_reuse(clean_device, two_devices):
+    """As CUDA's allocator: a tensor may record a stream of another device (a peer copy's), and its block is not
+    reused until that stream's work queued so far has run; openreg refused such a stream."""
+    nbytes = 3 * PAGE
+    x = torch.empty(nbytes, dtype=torch.uint8, device=two_devices[1])
+    ptr = x.data_ptr()
+    other = torch.openreg.Stream(device=two_devices[0])
+    with torch.openreg.stream(other):
+        torch.openreg._sleep(300_000_000)
+    x.record_stream(other)
+    del x
+    y = torch.empty(nbytes, dtype=torch.uint8, device=two_devices[1])
+    assert y.data_ptr() != ptr and not other.query()
+    other.synchronize()
+    z = torch.empty(nbytes, dtype=torch.uint8, device=two_devices[1])
+    assert z.data_ptr() == ptr
+    del y, z
+
+
 def test_record_stream_keeps_data_for_the_other_stream(clean_device):
     side = torch.openreg.Stream()
     host = torch.empty(PAGE, dtype=torch.uint8)
     x = torch.full((PAGE,), 5, dtype=torch.uint8, device="openreg")
     torch.openreg.synchronize()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(300)
+        torch.openreg._sleep(300_000_000)
         x.record_stream(side)
         out = torch.empty(PAGE, dtype=torch.uint8, device="openreg")
         out.copy_(x)  # queued on the busy side stream
@@ -308,7 +327,7 @@ def test_non_blocking_copies(pinned, two_devices):
 def test_non_blocking_copy_from_pinned_memory_is_asynchronous():
     src = torch.arange(1 << 16, dtype=torch.float32).pin_memory()
     dst = torch.empty(1 << 16, device="openreg")
-    torch.openreg._sleep(300)
+    torch.openreg._sleep(300_000_000)
     start = time.perf_counter()
     dst.copy_(src, non_blocking=True)
     queued = time.perf_counter() - start
@@ -321,7 +340,7 @@ def test_non_blocking_copy_from_pageable_memory_is_safe():
     # Pageable memory may be reused as soon as the call returns, as on CUDA.
     src = torch.arange(1 << 16, dtype=torch.float32)
     expect = src.clone()
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     dst = src.to("openreg", non_blocking=True)
     src.zero_()
     assert_close(dst.cpu(), expect)
@@ -346,7 +365,7 @@ def test_pinned_source_kept_alive_until_async_copy_runs():
     src = torch.arange(n, dtype=torch.float32).pin_memory()
     expect = src.clone()
     dst = torch.empty(n, device="openreg")
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     dst.copy_(src, non_blocking=True)
     del src
     gc.collect()
@@ -360,7 +379,7 @@ def test_device_source_freed_before_async_copy_to_pinned_runs():
     n = 1 << 16
     d = torch.full((n,), 5.0, device="openreg")
     host = torch.empty(n).pin_memory()
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     host.copy_(d, non_blocking=True)
     del d
     again = torch.full((n,), 9.0, device="openreg")  # may take d's block; its fill is queued after the copy
@@ -383,6 +402,49 @@ def test_empty_cache_of_one_device(clean_device, two_devices):
     del keep
     torch.openreg.empty_cache()
     assert torch.openreg.memory_reserved(1) == base1
+
+
+def _stats_from_the_snapshot(device):
+    """The statistics PyTorch's test_cuda.py (_check_memory_stat_consistency) derives from memory_snapshot()."""
+    expected = dict.fromkeys(["segment", "reserved_bytes", "allocated_bytes", "active_bytes", "allocation", "active",
+                              "inactive_split", "inactive_split_bytes"], 0)
+    for segment in torch.openreg.memory_snapshot():
+        if segment["device"] != device:
+            continue
+        expected["segment"] += 1
+        for key, size in (("reserved_bytes", "total_size"), ("allocated_bytes", "allocated_size"),
+                          ("active_bytes", "active_size")):
+            expected[key] += segment[size]
+        split = len(segment["blocks"]) > 1
+        for block in segment["blocks"]:
+            expected["allocation"] += block["state"] == "active_allocated"
+            expected["active"] += block["state"].startswith("active_")
+            if block["state"] == "inactive" and split:
+                expected["inactive_split"] += 1
+                expected["inactive_split_bytes"] += block["size"]
+    return expected
+
+
+def test_statistics_agree_with_the_snapshot(clean_device):
+    """As CUDA's: memory_stats() counts what memory_snapshot() shows, the inactive blocks of split segments (a block
+    and the rest of its last page) too, through allocations, frees into the cache, reuse and empty_cache()."""
+    def check():
+        expected, stats = _stats_from_the_snapshot(0), torch.openreg.memory_stats()
+        assert {key: stats[f"{key}.all.current"] for key in expected} == expected
+
+    kept = [torch.empty(n, dtype=torch.uint8, device="openreg") for n in (1, 512, PAGE, 3 * PAGE + 1, MiB + 7)]
+    check()
+    freed = [torch.empty(n, dtype=torch.uint8, device="openreg") for n in (100, 2 * PAGE, MiB + 7)]
+    del freed
+    check()
+    reused = torch.empty(100, dtype=torch.uint8, device="openreg")
+    check()
+    torch.openreg.empty_cache()
+    check()
+    del kept, reused
+    torch.openreg.empty_cache()
+    check()
+    assert torch.openreg.memory_stats()["inactive_split.all.current"] == 0
 
 
 def test_empty_cache_counts_as_a_synchronization_of_every_stream(clean_device):
@@ -413,7 +475,7 @@ def test_empty_cache_waits_for_record_stream_users(clean_device):
     side = torch.openreg.Stream()
     x = torch.empty(MiB, dtype=torch.uint8, device="openreg")
     with torch.openreg.stream(side):
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
     x.record_stream(side)
     del x
     torch.openreg.empty_cache()

@@ -57,7 +57,7 @@ def test_a_sleep_on_a_side_stream_is_a_device_event_of_its_length_on_that_stream
     side = torch.openreg.Stream()
     with trace_profile(activities=BOTH) as prof:
         with torch.openreg.stream(side):
-            torch.openreg._sleep(50)
+            torch.openreg._sleep(50_000_000)
         torch.openreg.synchronize()
     sleeps = [e for e in _device_events(prof) if e.name == "sleep kernel"]
     assert len(sleeps) == 1, [e.name for e in _device_events(prof)]
@@ -92,7 +92,7 @@ def test_the_chrome_trace_has_a_track_per_stream_and_arrows_from_launches_to_ker
     with trace_profile(activities=BOTH) as prof:
         y.fill_(1.0)
         with torch.openreg.stream(side):
-            torch.openreg._sleep(5)
+            torch.openreg._sleep(5_000_000)
         torch.openreg.synchronize()
     path = tmp_path / "trace.json"
     prof.export_chrome_trace(str(path))
@@ -122,7 +122,7 @@ def test_nothing_is_recorded_outside_a_profile_and_profiles_follow_each_other():
         assert len([e for e in _device_events(prof) if e.name.startswith("copy (")]) == 2
     side = torch.openreg.Stream()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(20)  # launched before the profile, running during it: no launch to tag it with
+        torch.openreg._sleep(20_000_000)  # launched before the profile, running during it: no launch to tag it with
     x.to("openreg").cpu()
     with trace_profile(activities=BOTH) as idle:
         pass

@@ -51,7 +51,7 @@ def test_read_of_memory_another_stream_writes_is_reported_with_both_sites(saniti
     x, y = _device_tensor(0.0), _device_tensor(0.0)
     side = torch.openreg.Stream()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(50)
+        torch.openreg._sleep(50_000_000)
         write_line = _line()
         x.fill_(1.0)
     with pytest.raises(RuntimeError) as info:
@@ -71,7 +71,7 @@ def test_read_of_memory_another_stream_writes_is_reported_with_both_sites(saniti
 def test_write_of_memory_another_stream_reads_is_reported(sanitizer):
     x, y = _device_tensor(1.0), _device_tensor(0.0)
     side = torch.openreg.Stream()
-    torch.openreg._sleep(50)
+    torch.openreg._sleep(50_000_000)
     y.copy_(x)  # reads x on the default stream
     with torch.openreg.stream(side), pytest.raises(RuntimeError) as info:
         x.fill_(2.0)  # the bug: `side` overwrites x before the default stream has read it
@@ -83,7 +83,7 @@ def test_blocking_copy_to_the_host_of_memory_another_stream_writes_is_reported(s
     x = _device_tensor(0.0)
     side = torch.openreg.Stream()
     with torch.openreg.stream(side):
-        torch.openreg._sleep(50)
+        torch.openreg._sleep(50_000_000)
         x.fill_(1.0)
     with pytest.raises(RuntimeError, match=r"'copy \(openreg to host\)' on openreg:0 stream 0 reads .* 'fill_'"):
         x.cpu()
@@ -95,7 +95,7 @@ def test_properly_ordered_streams_report_nothing(sanitizer, order):
     main, side = torch.openreg.current_stream(), torch.openreg.Stream()
     side.wait_stream(main)  # x and y were written on the default stream
     with torch.openreg.stream(side):
-        torch.openreg._sleep(20)
+        torch.openreg._sleep(20_000_000)
         x.fill_(1.0)
         done = torch.openreg.Event()
         done.record()
@@ -140,7 +140,7 @@ def _free_used_on_side_stream(record: bool) -> tuple[torch.Tensor, int]:
     ptr = x.data_ptr()
     side.wait_stream(torch.openreg.current_stream())
     with torch.openreg.stream(side):
-        torch.openreg._sleep(50)
+        torch.openreg._sleep(50_000_000)
         line = _line()
         x.fill_(1.0)
     if record:
@@ -212,7 +212,7 @@ x = torch.zeros(1024).to("openreg")
 side = torch.openreg.Stream()
 side.wait_stream(torch.openreg.current_stream())
 with torch.openreg.stream(side):
-    torch.openreg._sleep(2000)
+    torch.openreg._sleep(2000_000_000)
     x.fill_(1.0)
 ctypes.c_float.from_address(x.data_ptr()).value  # the bug: no synchronize before the host reads
 """

@@ -21,7 +21,7 @@ def stream_sanitizer():
 def test_work_is_asynchronous():
     s = torch.openreg.Stream()
     with torch.openreg.stream(s):
-        torch.openreg._sleep(300)
+        torch.openreg._sleep(300_000_000)
         e = torch.openreg.Event()
         e.record()
     assert e.query() is False
@@ -35,9 +35,9 @@ def test_work_is_asynchronous():
 def test_event_synchronize_and_stream_synchronize():
     s = torch.openreg.Stream()
     with torch.openreg.stream(s):
-        torch.openreg._sleep(150)
+        torch.openreg._sleep(150_000_000)
         e = s.record_event()
-        torch.openreg._sleep(150)
+        torch.openreg._sleep(150_000_000)
     e.synchronize()
     assert e.query()
     assert not s.query()
@@ -46,10 +46,12 @@ def test_event_synchronize_and_stream_synchronize():
 
 
 def test_elapsed_time():
+    """Also _sleep's unit, torch.cuda._sleep's: cycles, 1_000_000 a millisecond on openreg's nominal clock (a
+    CUDA test's cycle counts, ported, take the time they take on a GPU)."""
     start = torch.openreg.Event(enable_timing=True)
     end = torch.openreg.Event(enable_timing=True)
     start.record()
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     end.record()
     end.synchronize()
     ms = start.elapsed_time(end)
@@ -121,7 +123,7 @@ def test_a_stream_has_a_native_handle_of_its_own(two_devices):
 
 def _slow_fill(stream, x, value, delay_ms=300):
     with torch.openreg.stream(stream):
-        torch.openreg._sleep(delay_ms)
+        torch.openreg._sleep(delay_ms * 1_000_000)
         x.fill_(value)
 
 
@@ -192,7 +194,7 @@ def test_an_event_on_an_idle_stream_is_complete_at_once():
     end = idle.record_event(torch.openreg.Event(enable_timing=True))
     assert 0 <= e.elapsed_time(end) < 1000
     with torch.openreg.stream(idle):
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
     busy = idle.record_event()
     other.wait_event(busy)
     assert busy.query() is False and other.query() is False  # work still queued is still waited for
@@ -203,7 +205,7 @@ def test_an_event_on_an_idle_stream_is_complete_at_once():
 def test_cross_device_copy_is_ordered_after_source_stream(two_devices):
     x = torch.zeros(1000, device="openreg:0")
     torch.openreg.synchronize()
-    torch.openreg._sleep(300)
+    torch.openreg._sleep(300_000_000)
     x.fill_(4.0)
     y = x.to("openreg:1")
     assert_close(y.cpu(), torch.full((1000,), 4.0))
@@ -240,6 +242,15 @@ def test_set_stream():
     assert torch.openreg.current_stream().stream_id == s.stream_id
     torch.openreg.set_stream(torch.openreg.default_stream())
     assert torch.openreg.current_stream().stream_id == 0
+
+
+def test_set_stream_of_another_device_makes_that_device_current(two_devices):
+    """As torch.cuda.set_stream: the stream's device becomes the current one, so that the work that follows (and
+    factories without an index) goes to that stream, not to the previous device's."""
+    s = torch.openreg.Stream(device=two_devices[1])
+    torch.openreg.set_stream(s)
+    assert torch.openreg.current_device() == 1 and torch.openreg.current_stream() == s
+    assert torch.empty(1, device="openreg").device == two_devices[1]
 
 
 def test_default_stream(two_devices):
@@ -282,7 +293,7 @@ def test_work_on_streams_of_every_priority_runs_in_their_order():
         s = torch.openreg.Stream(priority=priority)
         s.wait_stream(torch.openreg.current_stream())
         with torch.openreg.stream(s):
-            torch.openreg._sleep(5)  # a later stream's write would overtake this one's, were they not ordered
+            torch.openreg._sleep(5_000_000)  # a later stream's write would overtake this one's, were they not ordered
             x.fill_(float(value))
         torch.openreg.current_stream().wait_stream(s)
         x.record_stream(s)
@@ -318,7 +329,7 @@ def test_generic_torch_stream_and_event(two_devices):
     end = torch.Event(device="openreg:1", enable_timing=True)
     start.record(s)
     with torch.openreg.stream(s):
-        torch.openreg._sleep(100)
+        torch.openreg._sleep(100_000_000)
     end.record(s)
     assert not s.query()
     assert not end.query()
@@ -345,7 +356,7 @@ def test_launch_blocking(run_python, describe_proc):
     code = """
         import torch, openreg_runtime
         s = torch.openreg.current_stream()
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
         print(s.query())
         torch.openreg.synchronize()
     """
@@ -414,7 +425,7 @@ def test_elapsed_time_before_completion_is_an_error():
     start = torch.openreg.Event(enable_timing=True)
     end = torch.openreg.Event(enable_timing=True)
     start.record()
-    torch.openreg._sleep(300)
+    torch.openreg._sleep(300_000_000)
     end.record()
     with pytest.raises((RuntimeError, ValueError)):
         start.elapsed_time(end)
@@ -426,7 +437,7 @@ def test_event_records_on_another_devices_stream(two_devices):
     s1 = torch.openreg.Stream(1)
     e = torch.openreg.Event()
     with torch.openreg.stream(s1):
-        torch.openreg._sleep(200)
+        torch.openreg._sleep(200_000_000)
     e.record(s1)
     assert e.device == torch.device("openreg:1")
     assert not e.query()
@@ -439,7 +450,7 @@ def test_cross_device_copy_is_ordered_after_destination_work(two_devices):
     y = torch.zeros(1000, device="openreg:1")
     torch.openreg.synchronize()
     with torch.openreg.device(1):
-        torch.openreg._sleep(300)
+        torch.openreg._sleep(300_000_000)
         y.fill_(1.0)  # queued on openreg:1 before the copy
     y.copy_(x)
     assert_close(y.cpu(), torch.full((1000,), 2.0))
@@ -469,7 +480,7 @@ def test_synchronize_releases_what_finished_work_captured():
     src = torch.rand(4096).pin_memory()
     alive = weakref.ref(src)
     with torch.openreg.stream(torch.openreg.Stream()):
-        torch.openreg._sleep(50)
+        torch.openreg._sleep(50_000_000)
         dst = src.to("openreg", non_blocking=True)
     del src
     gc.collect()

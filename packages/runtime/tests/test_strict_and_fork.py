@@ -175,7 +175,7 @@ def _host_ops_run(strict: str):
         for op, code in {HOST_OPS!r}.items():
             x = torch.zeros(4, device='openreg')
             torch.openreg.synchronize()
-            torch.openreg._sleep(300)
+            torch.openreg._sleep(300_000_000)
             x.fill_(2.5)  # queued behind the sleep
             scope = {{"io": io, "torch": torch, "x": x}}
             try:

@@ -331,7 +331,7 @@ def test_reading_a_scalar_of_other_than_one_element_as_the_cpu(read, make):
 
 def test_item_sees_queued_writes():
     d = torch.zeros((), device="openreg")
-    torch.openreg._sleep(100)
+    torch.openreg._sleep(100_000_000)
     d.fill_(5.0)
     assert d.item() == 5.0
 
@@ -439,7 +439,7 @@ def test_a_factorys_out_view_is_written_where_the_cpu_writes(factory):
 def test_resize_is_ordered_after_queued_writes():
     d = torch.zeros(1000, device="openreg")
     torch.openreg.synchronize()
-    torch.openreg._sleep(200)
+    torch.openreg._sleep(200_000_000)
     d.fill_(3.0)
     d.resize_(100_000)
     assert_close(d[:1000].cpu(), torch.full((1000,), 3.0))
@@ -459,6 +459,15 @@ def test_set_shares_storage():
     assert_close(src.cpu(), expect)
     e = torch.ones(3, device="openreg").set_()
     assert e.shape == (0,) and e.device.type == "openreg"
+
+
+def test_set_without_a_source_keeps_the_tensors_device(two_devices):
+    """set_() gives the tensor an empty storage on its own device, whichever is current, as CUDA's kernel (run under
+    the tensor's device guard) does; openreg's made it on the current device and refused the mismatch."""
+    t = torch.ones(2, 3, device=two_devices[1])
+    assert torch.openreg.current_device() == 0
+    t.set_()
+    assert t.shape == (0,) and t.device == t.untyped_storage().device == two_devices[1]
 
 
 def test_storage_clone_and_copy():

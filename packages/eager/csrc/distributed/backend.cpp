@@ -204,7 +204,7 @@ c10::intrusive_ptr<c10d::Work> Orccl::queue(c10::DeviceIndex device, int lane, s
     DeviceMemory& memory = device_memory(device);
     for (const Call& call : calls) {
       for (const glue::HostView& v : call.views) {
-        if (v.base != nullptr && memory.allocation_at(v.base) != 0) memory.record_stream(v.base, comm.id());
+        if (v.base != nullptr && memory.allocation_at(v.base) != 0) memory.record_stream(v.base, comm);
       }
     }
   });

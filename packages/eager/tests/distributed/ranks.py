@@ -195,7 +195,7 @@ def streams(rank: int) -> None:
 
         # The collective reads what the current stream queued before it, even if the stream has not run it yet.
         t = torch.zeros(1000, device="openreg")
-        torch.openreg._sleep(300)
+        torch.openreg._sleep(300_000_000)
         t.fill_(rank + 1)
         start = time.perf_counter()
         work = dist.all_reduce(t, async_op=True)
@@ -215,7 +215,7 @@ def streams(rank: int) -> None:
 
         # The future: its value is the outputs, and callbacks run after the collective.
         v = torch.full((4,), float(rank + 1), device="openreg")
-        torch.openreg._sleep(100)
+        torch.openreg._sleep(100_000_000)
         fut = dist.all_reduce(v, async_op=True).get_future()
         doubled = fut.then(lambda f: f.value()[0] * 2)
         same(doubled.wait(), torch.full((4,), 2 * expected), "get_future().then(...)")
@@ -226,7 +226,7 @@ def streams(rank: int) -> None:
         w = torch.zeros(16, device="openreg")
         side.wait_stream(torch.openreg.current_stream())  # the zeros first (the stream sanitizer found this missing)
         with torch.openreg.stream(side):
-            torch.openreg._sleep(100)
+            torch.openreg._sleep(100_000_000)
             w.fill_(rank + 1)
         torch.openreg.current_stream().wait_stream(side)
         dist.all_reduce(w)
@@ -237,7 +237,7 @@ def streams(rank: int) -> None:
         # a tensor allocated meanwhile neither changes what is gathered nor is changed by it.
         for _ in range(3):
             outs = [torch.empty(1024, device="openreg") for _ in range(world)]
-            torch.openreg._sleep(50)
+            torch.openreg._sleep(50_000_000)
             work = dist.all_gather(outs, torch.full((1024,), rank + 1.0, device="openreg"), async_op=True)
             meanwhile = torch.full((1024,), -1.0, device="openreg")
             work.wait()

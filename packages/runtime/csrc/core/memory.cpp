@@ -124,6 +124,13 @@ void DeviceMemory::count_alloc(const Block& b, bool add) {
   bump(stats_.requested_bytes, b.size, sign * int64_t(b.requested));
 }
 
+void DeviceMemory::count_inactive(const Block& b, int64_t sign, bool the_block) {
+  const std::size_t rest = mapped_size(b.size) - b.size;
+  if (rest == 0) return;  // a segment of whole pages holds the block alone: not split
+  bump(stats_.inactive_split, b.size, sign);
+  bump(stats_.inactive_split_bytes, b.size, sign * int64_t(the_block ? b.size : rest));
+}
+
 void DeviceMemory::process_pending() {
   auto done = std::partition(pending_.begin(), pending_.end(), [this](const std::unique_ptr<Block>& b) {
     return !std::all_of(b->pending.begin(), b->pending.end(), [](const Event& e) { return e.query(); }) ||
@@ -133,7 +140,7 @@ void DeviceMemory::process_pending() {
     Block& b = **it;
     b.pending.clear();
     b.after = 0;
-    b.other_streams.reset();
+    b.other_streams.clear();
     bump(stats_.active, b.size, -1);
     bump(stats_.active_bytes, b.size, -int64_t(b.size));
     cache(std::move(*it));
@@ -149,6 +156,7 @@ void* DeviceMemory::take_cached(std::size_t size, std::size_t requested, Owner o
   auto it = pool->second.lower_bound(size);
   if (it == pool->second.end() || (!any_larger && it->first > size + size / 4)) return nullptr;
   std::unique_ptr<Block> b = take(pool->second, it, spare_cached_);
+  count_inactive(*b, -1, true);
   b->requested = requested;
   count_alloc(*b, true);
   void* p = b->ptr;
@@ -165,6 +173,7 @@ void DeviceMemory::make_live(std::unique_ptr<Block> b) {
 void DeviceMemory::cache(std::unique_ptr<Block> b) {
   // Read before the call: the arguments may be evaluated in any order.
   const std::size_t size = b->size;
+  count_inactive(*b, 1, true);
   Pool& pool = cached_[b->stream];
   put(pool, size, std::move(b), spare_cached_);
 }
@@ -176,6 +185,7 @@ void DeviceMemory::unmap(const Block& b) {
   if (g_journal.load(std::memory_order_relaxed)) {
     notes_.push_back({SegmentNote::kUnmapped, reinterpret_cast<uintptr_t>(b.ptr), mapped, stream_of(b.stream)});
   }
+  count_inactive(b, -1, false);
   bump(stats_.segment, b.size, -1);
   bump(stats_.reserved_bytes, b.size, -int64_t(mapped));
   ++stats_.num_device_free;
@@ -185,7 +195,10 @@ void DeviceMemory::release_cached(uint64_t only) {
   for (auto& [owner, pool] : cached_) {
     if (only != 0 && owner != -static_cast<Owner>(only)) continue;
     if (owner < 0 && pool_users_.count(static_cast<uint64_t>(-owner)) != 0) continue;  // its graphs replay into them
-    for (auto& [size, b] : pool) unmap(*b);
+    for (auto& [size, b] : pool) {
+      count_inactive(*b, -1, true);
+      unmap(*b);
+    }
     pool.clear();
   }
 }
@@ -239,6 +252,7 @@ void* DeviceMemory::malloc(std::size_t nbytes, int stream) {
           auto b = std::make_unique<Block>(Block{p, size, nbytes, owner, 0, {}});
           bump(stats_.segment, size, 1);
           bump(stats_.reserved_bytes, size, int64_t(mapped));
+          count_inactive(*b, 1, false);
           ++stats_.num_device_alloc;
           if (g_journal.load(std::memory_order_relaxed)) {
             notes_.push_back({SegmentNote::kMapped, reinterpret_cast<uintptr_t>(p), mapped, stream});
@@ -313,13 +327,11 @@ void DeviceMemory::release(std::unique_ptr<Block> b) {
     const Stream& stream = get_stream(device_, static_cast<int>(b->stream));
     if (stream.held_by_another_thread()) b->after = stream.last();
   }
-  if (b->other_streams.any() || b->after != 0) {
-    for (int s = 0; s < kStreams; ++s) {
-      if (b->other_streams[s]) {
-        Event e;
-        e.record(get_stream(device_, s));
-        b->pending.push_back(std::move(e));
-      }
+  if (!b->other_streams.empty() || b->after != 0) {
+    for (Stream* s : b->other_streams) {
+      Event e;
+      e.record(*s);
+      b->pending.push_back(std::move(e));
     }
     pending_.push_back(std::move(b));  // still active until the events pass
     return;
@@ -329,15 +341,17 @@ void DeviceMemory::release(std::unique_ptr<Block> b) {
   cache(std::move(b));
 }
 
-void DeviceMemory::record_stream(void* ptr, int stream) {
-  get_stream(device_, stream);  // raises for an id no stream has
+void DeviceMemory::record_stream(void* ptr, Stream& stream) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = live_.find(ptr);
   if (it == live_.end()) {
     throw Error("record_stream: the pointer is not the start of a live openreg allocation on openreg:" +
                 std::to_string(device_));
   }
-  if (stream != it->second->stream) it->second->other_streams.set(stream);
+  // As CUDA's, a stream of another device is taken too: the block waits for it as for its own device's.
+  std::vector<Stream*>& others = it->second->other_streams;
+  const bool own = stream.device() == device_ && stream.id() == it->second->stream;
+  if (!own && std::find(others.begin(), others.end(), &stream) == others.end()) others.push_back(&stream);
 }
 
 void DeviceMemory::empty_cache(uint64_t pool) {

@@ -25,8 +25,9 @@ namespace {
 
 template <class F>
 void for_each_stat(MemoryStats& stats, F f) {
-  for (StatArray* a : {&stats.allocation, &stats.segment, &stats.active, &stats.allocated_bytes, &stats.reserved_bytes,
-                       &stats.active_bytes, &stats.requested_bytes}) {
+  for (StatArray* a :
+       {&stats.allocation, &stats.segment, &stats.active, &stats.allocated_bytes, &stats.reserved_bytes,
+        &stats.active_bytes, &stats.requested_bytes, &stats.inactive_split, &stats.inactive_split_bytes}) {
     for (Stat& s : a->by_type) f(s);
   }
 }

@@ -98,7 +98,7 @@ struct DeviceAllocator final : c10::DeviceAllocator {
 
   void recordStream(const at::DataPtr& ptr, c10::Stream stream) override {
     if (ptr.get() == nullptr) return;
-    checked([&] { device_memory(stream.device_index()).record_stream(ptr.get(), static_cast<int>(stream.id())); });
+    checked([&] { device_memory(ptr.device().index()).record_stream(ptr.get(), core_stream(stream)); });
   }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -218,6 +218,8 @@ c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device) {
   copy_stat(s.reserved_bytes, out.reserved_bytes);
   copy_stat(s.active_bytes, out.active_bytes);
   copy_stat(s.requested_bytes, out.requested_bytes);
+  copy_stat(s.inactive_split, out.inactive_split);
+  copy_stat(s.inactive_split_bytes, out.inactive_split_bytes);
   out.num_alloc_retries = s.num_alloc_retries;
   out.num_ooms = s.num_ooms;
   out.num_sync_all_streams = s.num_sync_all_streams;

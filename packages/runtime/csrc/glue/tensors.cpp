@@ -152,6 +152,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef sym_size,
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());  // the empty storage is on self's device, not the current one
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, device_allocator(), true);
   return self.set_(storage, 0, {0}, {});
 }

@@ -225,10 +225,11 @@ PYBIND11_MODULE(_C, m) {
   // that keeps the stream busy, one that fails, one that warns. Calls that
   // reach glue::checked pass on what queued kernels warned: they go through
   // torch's wrapper, so that it becomes Python's warnings.
-  m.def("_sleep", torch::wrap_pybind_function([](int64_t ms) {
+  m.def("_sleep", torch::wrap_pybind_function([](int64_t cycles) {  // of a nominal 1 GHz clock
           int d = current_device();
           glue::checked([&] {
-            current_stream(d).launch("sleep", [ms] { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); });
+            current_stream(d).launch("sleep",
+                                     [cycles] { std::this_thread::sleep_for(std::chrono::nanoseconds(cycles)); });
           });
         }));
   m.def("_fail", torch::wrap_pybind_function([](std::string message) {

@@ -112,7 +112,7 @@ TEST(record_stream_delays_reuse_until_the_other_stream_has_run) {
   void* p = memory.malloc(4096, 0);
   Gate gate;
   other.launch("reads p", gate.waiter());
-  memory.record_stream(p, other.id());
+  memory.record_stream(p, other);
   memory.free(p);
   CHECK(current(memory.stats().active) == 1);  // freed, but still in use on the other stream
   void* q = memory.malloc(4096, 0);
@@ -123,7 +123,7 @@ TEST(record_stream_delays_reuse_until_the_other_stream_has_run) {
   CHECK(r == p);
   memory.free(q);
   memory.free(r);
-  CHECK_THROWS(memory.record_stream(static_cast<char*>(r) + 1, 1), Error);
+  CHECK_THROWS(memory.record_stream(static_cast<char*>(r) + 1, other), Error);
 }
 
 TEST(a_block_freed_while_another_thread_holds_its_stream_waits_for_the_work_launched_meanwhile) {

@@ -32,8 +32,8 @@ def _torch_cuda_implementation(impl: Callable, **names) -> Callable:
 
 def _index(device: _DeviceLike, optional: bool = True) -> int:
     """The index of the existing device that `device` names (also a `torch.openreg.device(i)` object, as torch.cuda
-    takes one); None, -1 (c10's "current device") or a bare "openreg" is the current one. Checked here: the C++ below
-    takes an 8-bit index, so 2**20 would be 0."""
+    takes one); None, -1 (c10's "current device") or, if `optional`, a bare "openreg" is the current one. Checked
+    here: the C++ below takes an 8-bit index, so 2**20 would be 0."""
     if isinstance(device, _DeviceContext):
         device = device.idx
     if device is None:
@@ -43,6 +43,8 @@ def _index(device: _DeviceLike, optional: bool = True) -> int:
     if isinstance(device, torch.device):
         if device.type != "openreg":
             raise ValueError(f"Expected an openreg device, but got: {device}")  # CUDA's words
+        if device.index is None and not optional:  # as torch.cuda.set_device's
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
         device = -1 if device.index is None else device.index
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"expected a device index, name or torch.device, but got {type(device).__name__}: "
@@ -125,7 +127,7 @@ def current_device() -> int:
 
 
 def set_device(device: _DeviceLike) -> None:
-    _C.set_device(_index(device))
+    _C.set_device(_index(device, optional=False))
 
 
 class device:
@@ -221,9 +223,10 @@ def get_stream_sanitizer() -> str:
     return _STREAM_SANITIZER_MODES[_C.get_stream_sanitizer()]
 
 
-def _sleep(milliseconds: int) -> None:
-    """Queues work that keeps the current stream busy, like torch.cuda._sleep."""
-    _C._sleep(int(milliseconds))
+def _sleep(cycles: int) -> None:
+    """Queues work that keeps the current stream busy for `cycles` cycles, as torch.cuda._sleep(cycles) does, of a
+    nominal 1 GHz clock: 1_000_000 cycles a millisecond, about a GPU's, so that CUDA's tests keep their timing."""
+    _C._sleep(int(cycles))
 
 
 @dataclass(frozen=True)

@@ -148,18 +148,18 @@ def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None)
         raise TypeError("Invalid type for fraction argument, must be `float`")
     if fraction < 0 or fraction > 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    _C.set_memory_fraction(_index(device), fraction)
+    _C.set_memory_fraction(_index(device, optional=False), fraction)
 
 
 def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
     """The fraction set_per_process_memory_fraction set (1.0 by default)."""
-    return _C.memory_fraction(_index(device))
+    return _C.memory_fraction(_index(device, optional=False))
 
 
 def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream=None) -> int:
     """As torch.cuda's: `size` bytes from the caching allocator for use on `stream` (the device's current stream by
     default); returns their address, for caching_allocator_delete."""
-    index = current_device() if device is None else _index(device)
+    index = current_device() if device is None else _index(device, optional=False)
     if stream is None:
         stream = torch.openreg.current_stream(index)
     stream_id = getattr(stream, "stream_id", stream)

@@ -91,9 +91,11 @@ def default_stream(device: _DeviceLike = None) -> Stream:
 
 
 def set_stream(stream: torch.Stream) -> None:
-    """Makes `stream` the current stream of its device."""
+    """Makes `stream` the current stream of its device, and that device the current one, as torch.cuda.set_stream
+    does."""
     if stream is not None:
-        _C.set_stream(stream.device_index, stream.stream_id)
+        _C.set_stream(stream.device_index, stream.stream_id)  # checks the stream
+        _C.set_device(stream.device_index)
 
 
 class StreamContext:

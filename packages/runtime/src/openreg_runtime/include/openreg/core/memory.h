@@ -5,7 +5,6 @@
 // mode's protection of it in strict.h.
 #include <array>
 #include <atomic>
-#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -39,6 +38,10 @@ struct StatArray {
 
 struct MemoryStats {
   StatArray allocation, segment, active, allocated_bytes, reserved_bytes, active_bytes, requested_bytes;
+  // A segment is one block and the rest of its last page, which the memory
+  // snapshot shows as an inactive block beside it: these count the inactive
+  // blocks of such split segments, as CUDA's count those of its split ones.
+  StatArray inactive_split, inactive_split_bytes;
   int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0, num_device_alloc = 0, num_device_free = 0;
   void reset_peak();
   void reset_accumulated();
@@ -79,7 +82,7 @@ class DeviceMemory {
   void free(void* ptr);
   // `ptr` is also used on `stream`: it is not reused until that stream's
   // work queued so far has run.
-  void record_stream(void* ptr, int stream);
+  void record_stream(void* ptr, Stream& stream);
   // Synchronises the device and returns the cached blocks to the host: every
   // one but those of pools in use, or, given a pool, that pool's if unused.
   void empty_cache(uint64_t pool = 0);
@@ -115,15 +118,17 @@ class DeviceMemory {
     std::size_t size;
     std::size_t requested;
     Owner stream;
-    uint64_t allocation = 0;              // allocation_clock() when it was handed out
-    std::bitset<kStreams> other_streams;  // streams recorded with record_stream
-    std::vector<Event> pending;           // events to pass before the block is free
-    uint64_t after = 0;                   // work of its stream to run first: freed while another thread held it
+    uint64_t allocation = 0;             // allocation_clock() when it was handed out
+    std::vector<Stream*> other_streams;  // streams recorded with record_stream, of any device
+    std::vector<Event> pending;          // events to pass before the block is free
+    uint64_t after = 0;                  // work of its stream to run first: freed while another thread held it
   };
   void* take_cached(std::size_t size, std::size_t requested, Owner owner, bool any_larger = false);
   void process_pending();
   void release_cached(uint64_t pool = 0);
   void count_alloc(const Block& b, bool add);
+  // Adds (sign 1) or removes an inactive block of `b`'s segment: `b` itself, or the rest of its last page.
+  void count_inactive(const Block& b, int64_t sign, bool the_block);
   using Live = std::unordered_map<void*, std::unique_ptr<Block>>;
   using Pool = std::multimap<std::size_t, std::unique_ptr<Block>>;
   void make_live(std::unique_ptr<Block> b);
