@@ -221,6 +221,37 @@ def test_mixing_openreg_and_cpu_tensor_raises():
         torch.matmul(torch.ones(2, 3, device=D0), torch.ones(3, 2))
 
 
+def _in_place(op, *args, **kwargs):
+    op(*args, **kwargs)
+    return args[0]
+
+
+FOREACH_SPANNING = {  # each gives the list it computed
+    "add": lambda a, b: torch._foreach_add(a, b, alpha=0.5),
+    "sub_": lambda a, b: _in_place(torch._foreach_sub_, a, b),
+    "mul_scalar_": lambda a, b: _in_place(torch._foreach_mul_, a, 3.0),
+    "add_scalars_": lambda a, b: _in_place(torch._foreach_add_, a, [1.0, 2.0, 3.0]),
+    "half_add_": lambda a, b: _in_place(torch._foreach_add_, [t.half() for t in a], [t.half() for t in b], alpha=0.3),
+    "addcmul_": lambda a, b: _in_place(torch._foreach_addcmul_, a, a, b, torch.tensor([1.0, 2.0, 3.0])),
+    "div": lambda a, b: torch._foreach_div(a, b),
+    "norm": lambda a, b: torch._foreach_norm(a),
+}
+
+
+@pytest.mark.parametrize("call", FOREACH_SPANNING.values(), ids=FOREACH_SPANNING.keys())
+def test_foreach_lists_may_span_devices(call):
+    """A foreach op's lists may hold tensors of both devices, each index's on one, as CUDA takes them (its
+    per-tensor path); openreg refused the ones it runs as one kernel (add, sub, mul_ by a scalar).
+    Each tensor stays on its device and gets the CPU's values."""
+    cpu = [torch.arange(1.0, 4.0), torch.arange(2.0, 5.0), torch.tensor([5.0, -1.0])]
+    devices = [D0, D1, D0]
+    a = [t.to(d) for t, d in zip(cpu, devices, strict=True)]
+    got, want = call(a, [t * 2 for t in a]), call([t.clone() for t in cpu], [t * 2 for t in cpu])
+    assert [t.device for t in got] == devices
+    for g, w in zip(got, want, strict=True):
+        assert_close(g.cpu(), w)
+
+
 def test_cpu_scalar_tensor_works():
     x_cpu = _cpu_randn(4)
     x = x_cpu.to(D0)

@@ -34,6 +34,7 @@
 #include "openreg/glue/fallback.h"
 #include "openreg/glue/launch.h"
 #include "openreg/glue/sync_debug.h"
+#include "per_device.h"
 #include "results.h"
 #include "tensor_lists.h"
 
@@ -360,6 +361,9 @@ void refuse_what_cuda_refuses(const c10::OperatorHandle& op, c10::ArrayRef<c10::
 
 Results run_op(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   const OpInfo& info = op_info(op);
+  if (info.foreach) {
+    if (auto parts = run_per_device(op, args)) return std::move(*parts);
+  }
   if (info.cuda_lacks_kernel == c10::DispatchKey::PrivateUse1)
     refuse_as_cuda_lacks(op.operator_name(), info.cuda_lacks_kernel);
   const c10::DeviceIndex device = common_device(op, args, info);

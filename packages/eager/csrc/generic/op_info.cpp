@@ -79,6 +79,7 @@ OpInfo analyse(const c10::OperatorHandle& op) {
     if (alias >= 0 && !(r.alias_info()->isWrite())) aliases_input = true;
   }
   info.view = aliases_input && !mutates;
+  info.foreach = schema.name().rfind("aten::_foreach_", 0) == 0;
   if (has_policy(schema.operator_name(), Policy::kHostResults) ||
       has_policy(schema.operator_name(), Policy::kChecksValues)) {
     info.host_result = true;

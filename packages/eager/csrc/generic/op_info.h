@@ -34,6 +34,8 @@ struct OpInfo {
   int device_arg = -1;
   // Index of a factory's `pin_memory` flag, or -1.
   int pin_memory_arg = -1;
+  // A _foreach_ op, whose lists may span devices (per_device.h).
+  bool foreach = false;
   bool has_cpu_kernel = false;
   // Index of a `training` flag that, when false, sends the op to the host, or -1.
   int host_unless_training = -1;
