@@ -1,5 +1,7 @@
 """torch.autocast("openreg") follows CUDA's op policy; GradScaler works on openreg."""
 
+import warnings
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -48,8 +50,20 @@ def test_autocast_bans_binary_cross_entropy_like_cuda():
 
 
 def test_amp_supported_dtypes():
-    assert torch.openreg.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+    assert torch.openreg.get_amp_supported_dtype() == [torch.float16, torch.bfloat16, torch.float32]
     assert torch.amp.is_autocast_available("openreg")
+
+
+def test_autocast_to_float32_is_taken_as_cudas():
+    """torch.autocast("cuda", dtype=torch.float32) casts the lower-precision ops' inputs to float32, without a
+    warning; openreg's warned that the dtype is not supported and turned autocast off (so a float16 mm stayed
+    float16), as for the CPU."""
+    a = torch.randn(2, 3, device=D).half()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with torch.autocast("openreg", dtype=torch.float32):
+            assert torch.is_autocast_enabled("openreg")
+            assert (a @ a.t()).dtype == torch.float32
 
 
 def _scaled_step(device, grad_fill=None):

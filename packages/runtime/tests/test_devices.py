@@ -196,6 +196,16 @@ def test_every_entry_point_checks_its_device_index(run_python, describe_proc, in
     assert proc.returncode == 0 and proc.stdout.strip() == "OK", describe_proc(proc)
 
 
+def test_a_device_index_out_of_range_raises_an_accelerator_error():
+    """CUDA raises torch.AcceleratorError (a RuntimeError: "invalid device ordinal") for an index that names no
+    device, from Python's entry points and from a factory alike."""
+    for call in (lambda: torch.openreg.set_device(2), lambda: torch.empty(1, device="openreg:2"),
+                 lambda: torch.accelerator.set_device_index(2),
+                 lambda: torch.ones(1, device="openreg").to("openreg:5")):
+        with pytest.raises(torch.AcceleratorError, match="openreg device index [25] is out of range"):
+            call()
+
+
 def test_minus_one_is_the_current_device_and_a_negative_device_context_selects_nothing(two_devices):
     torch.openreg.set_device(1)
     assert torch.openreg.current_stream(-1).device_index == 1

@@ -96,8 +96,8 @@ int device_count() { return config().device_count; }
 void check_device(int device) {
   int n = device_count();
   if (device < 0 || device >= n) {
-    throw Error("openreg device index " + std::to_string(device) + " is out of range: valid indices are 0 to " +
-                std::to_string(n - 1) + " (set OPENREG_DEVICE_COUNT for more devices)");
+    throw InvalidDevice("openreg device index " + std::to_string(device) + " is out of range: valid indices are 0 to " +
+                        std::to_string(n - 1) + " (set OPENREG_DEVICE_COUNT for more devices)");
   }
 }
 

@@ -270,13 +270,14 @@ def is_tf32_supported() -> bool:
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
-    return [torch.float16, torch.bfloat16]
+    """What torch.autocast("openreg", dtype=...) takes: CUDA's autocast takes float32 too."""
+    return [torch.float16, torch.bfloat16, torch.float32]
 
 
 def _check(idx: int) -> None:
     count = _C.device_count()
     if not 0 <= idx < count:
-        raise RuntimeError(
+        raise torch.AcceleratorError(  # as CUDA's invalid device ordinal (a RuntimeError)
             f"openreg device index {idx} is out of range: valid indices are 0 to {count - 1} "
             "(set OPENREG_DEVICE_COUNT for more devices)"
         )

@@ -14,6 +14,11 @@ struct OutOfMemory : Error {
   using Error::Error;
 };
 
+// A device index that names no device (CUDA's "invalid device ordinal").
+struct InvalidDevice : Error {
+  using Error::Error;
+};
+
 // A task's failure, raised at a later synchronising call: the message names
 // the task; `cause` is what the task threw, so that a layer above can raise
 // it again with its own type (an IndexError stays an IndexError).

@@ -81,7 +81,9 @@ using Touches = c10::SmallVector<Touch, 8>;
 [[noreturn]] void raise_async(const AsyncError& err);
 
 // Runs a core call, turning openreg::Error into a c10::Error with the same
-// message (and OutOfMemory into torch.OutOfMemoryError).
+// message (OutOfMemory into torch.OutOfMemoryError, InvalidDevice into
+// torch.AcceleratorError as CUDA's invalid device ordinal).
+constexpr int32_t kInvalidDeviceCode = 101;  // cudaErrorInvalidDevice, which AcceleratorError.error_code gives
 template <typename F>
 auto translated(F&& f) -> decltype(f()) {
   try {
@@ -90,6 +92,8 @@ auto translated(F&& f) -> decltype(f()) {
     raise_async(err);
   } catch (const OutOfMemory& err) {
     C10_THROW_ERROR(OutOfMemoryError, err.what());
+  } catch (const InvalidDevice& err) {
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kInvalidDeviceCode, err.what());
   } catch (const Error& err) {
     C10_THROW_ERROR(Error, err.what());
   }
