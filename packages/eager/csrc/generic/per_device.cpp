@@ -32,11 +32,16 @@ c10::IValue part_of(const c10::IValue& value, const c10::Argument& argument, con
 
 std::optional<Results> run_per_device(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   if (args.empty() || !args[0].isTensorList()) return std::nullopt;
-  const c10::List<at::Tensor> self = args[0].toTensorList();
+  // Read in place: an optimizer's call brings thousands of tensors, and a copy of each costs two atomic operations.
+  const c10::ArrayRef<c10::IValue> self = args[0].toListRef();
+  if (self.empty()) return std::nullopt;
+  const c10::Device first = self[0].toTensor().device();
+  if (std::all_of(self.begin(), self.end(), [&](const c10::IValue& t) { return t.toTensor().device() == first; }))
+    return std::nullopt;
   std::vector<c10::Device> devices;
   std::vector<std::vector<int64_t>> groups;
   for (size_t i = 0; i < self.size(); ++i) {
-    const c10::Device device = self.get(i).device();
+    const c10::Device device = self[i].toTensor().device();
     const auto at = std::find(devices.begin(), devices.end(), device) - devices.begin();
     if (at == static_cast<std::ptrdiff_t>(devices.size())) {
       devices.push_back(device);
@@ -44,7 +49,6 @@ std::optional<Results> run_per_device(const c10::OperatorHandle& op, c10::ArrayR
     }
     groups[at].push_back(static_cast<int64_t>(i));
   }
-  if (groups.size() < 2) return std::nullopt;
   const auto& arguments = op.schema().arguments();
   std::vector<at::Tensor> merged(self.size());
   bool returns_list = false;
